@@ -1,0 +1,41 @@
+"""The shard format, defined once and torch-free: keys, brace patterns, tar headers, index, offsets."""
+
+from .atomic import write_atomic
+from .constants import (
+    FORMAT_NAME,
+    FORMAT_VERSION,
+    INDEX_NAME,
+    OFFSETS_SUFFIX,
+    REJECTS_NAME,
+    SHARD_SUFFIX,
+)
+from .index import DatasetIndex, ShardEntry
+from .keys import check_key, member_name, normalize_extension, split_member_name
+from .offsets import decode_offsets, encode_offsets, offsets_name
+from .patterns import BracePattern, shard_name, shard_pattern
+from .tarheader import end_of_archive, member_header, member_size
+
+__all__ = [
+    "FORMAT_NAME",
+    "FORMAT_VERSION",
+    "INDEX_NAME",
+    "OFFSETS_SUFFIX",
+    "REJECTS_NAME",
+    "SHARD_SUFFIX",
+    "BracePattern",
+    "DatasetIndex",
+    "ShardEntry",
+    "check_key",
+    "decode_offsets",
+    "encode_offsets",
+    "end_of_archive",
+    "member_header",
+    "member_name",
+    "member_size",
+    "normalize_extension",
+    "offsets_name",
+    "shard_name",
+    "shard_pattern",
+    "split_member_name",
+    "write_atomic",
+]
