@@ -151,7 +151,11 @@ def test_index_round_trip_is_compact(tmp_path):
     size = (tmp_path / "i.json").stat().st_size
     assert size < 1000 * 120 + 1000
     loaded = DatasetIndex.load(tmp_path / "i.json")
-    assert loaded.shards == shards and loaded.samples == 10**6 and list(loaded.sample_counts())[:2] == [1000, 1000]
+    assert (
+        loaded.shards == shards
+        and loaded.samples == 10**6
+        and list(loaded.sample_counts())[:2] == [1000, 1000]
+    )
 
 
 def test_index_rejects_other_files_and_versions(tmp_path):

@@ -11,5 +11,5 @@ SHARD_SUFFIX = ".tar"
 DEFAULT_DIGITS = 6
 BLOCK = 512
 END_OF_ARCHIVE = 2 * BLOCK
-# A fixed mtime keeps shards byte-identical across runs; 2001-09-09, so GNU tar does not warn it is implausible.
+# A fixed mtime keeps shards byte-identical across runs; 2001-09-09, so GNU tar does not call it implausible.
 FIXED_MTIME = 1_000_000_000

@@ -69,7 +69,7 @@ class DatasetIndex:
         except json.JSONDecodeError as exc:
             raise FormatError(f"{source}: not valid JSON ({exc})") from exc
         if not isinstance(doc, dict) or doc.get("format") != FORMAT_NAME:
-            raise FormatError(f"{source}: not a {FORMAT_NAME} index (no \"format\": \"{FORMAT_NAME}\")")
+            raise FormatError(f'{source}: not a {FORMAT_NAME} index (no "format": "{FORMAT_NAME}")')
         version = doc.get("version")
         if version != FORMAT_VERSION:
             raise FormatError(

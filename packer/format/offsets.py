@@ -9,6 +9,7 @@ from __future__ import annotations
 import struct
 from array import array
 from collections.abc import Sequence
+from itertools import pairwise
 
 from ..errors import FormatError
 from .constants import OFFSETS_SUFFIX
@@ -31,6 +32,6 @@ def decode_offsets(data: bytes, *, source: str = "offsets", samples: int | None 
         values.byteswap()
     if samples is not None and len(values) != samples + 1:
         raise FormatError(f"{source}: holds {len(values) - 1} samples, the index says {samples}")
-    if any(b < a for a, b in zip(values, values[1:])):
+    if any(b < a for a, b in pairwise(values)):
         raise FormatError(f"{source}: offsets are not increasing")
     return values

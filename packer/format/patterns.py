@@ -95,7 +95,7 @@ class BracePattern(Sequence[str]):
             parts.append(group[digit])
         parts.reverse()
         out = [self._literals[0]]
-        for part, literal in zip(parts, self._literals[1:]):
+        for part, literal in zip(parts, self._literals[1:], strict=True):
             out.append(part)
             out.append(literal)
         return "".join(out)

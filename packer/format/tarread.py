@@ -97,7 +97,8 @@ def iter_members(stream: BinaryIO, *, url: str = "<stream>", start: int = 0) -> 
         if len(payload) < padded_size:
             raise ShardReadError(
                 f"truncated tar: member needs {size} bytes, {max(0, len(payload))} remain",
-                url=url, offset=offset,
+                url=url,
+                offset=offset,
             )
         data = payload[:size] if padded_size != size else payload
         offset += BLOCK + padded_size

@@ -1,0 +1,71 @@
+"""Cross-shard duplicate keys, found with bounded memory: per-shard sorted key files, merged at the end.
+
+Keys repeated inside one shard are rejected as they arrive (they would merge into one sample on reading).
+Catching repeats across shards online would need memory that grows with the dataset, so each shard's
+sorted keys go to a small file and a k-way merge reports the repeats once packing is done.
+"""
+
+from __future__ import annotations
+
+import heapq
+import os
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+_MAX_OPEN = 256
+
+
+def write_keys(path: Path, keys: Iterable[str]) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8", errors="surrogateescape") as handle:
+        handle.writelines(f"{key}\n" for key in sorted(keys))
+    os.replace(tmp, path)
+
+
+def _read(path: Path, tag: str) -> Iterator[tuple[str, str]]:
+    with open(path, encoding="utf-8", errors="surrogateescape") as handle:
+        for line in handle:
+            yield line[:-1], tag
+
+
+def _merge_to_file(sources: list[tuple[Path, str]], out: Path) -> None:
+    with open(out, "w", encoding="utf-8", errors="surrogateescape") as handle:
+        for key, tag in heapq.merge(*(_read(p, t) for p, t in sources)):
+            handle.write(f"{key}\t{tag}\n")
+
+
+def _read_tagged(path: Path) -> Iterator[tuple[str, str]]:
+    with open(path, encoding="utf-8", errors="surrogateescape") as handle:
+        for line in handle:
+            key, _, tag = line[:-1].rpartition("\t")
+            yield key, tag
+
+
+def find_duplicates(key_files: list[tuple[Path, str]], scratch: Path) -> Iterator[tuple[str, list[str]]]:
+    """Yield (key, shards holding it) for every key found in more than one shard.
+
+    ``key_files`` pairs each sorted key file with its shard name. More than 256 files are merged in rounds
+    so the number of open files stays bounded.
+    """
+    streams: list[Iterator[tuple[str, str]]]
+    if len(key_files) <= _MAX_OPEN:
+        streams = [_read(path, tag) for path, tag in key_files]
+    else:
+        merged = []
+        for start in range(0, len(key_files), _MAX_OPEN):
+            out = scratch / f"merge-{start // _MAX_OPEN:06d}.tsv"
+            _merge_to_file(key_files[start : start + _MAX_OPEN], out)
+            merged.append(out)
+        if len(merged) > _MAX_OPEN:
+            raise ValueError("more than 65,536 shards: duplicate-key audit needs a deeper merge")
+        streams = [_read_tagged(path) for path in merged]
+    current: str | None = None
+    holders: list[str] = []
+    for key, tag in heapq.merge(*streams):
+        if key != current:
+            if len(holders) > 1:
+                yield current, holders  # type: ignore[misc]
+            current, holders = key, []
+        holders.append(tag)
+    if len(holders) > 1:
+        yield current, holders  # type: ignore[misc]

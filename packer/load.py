@@ -1,0 +1,47 @@
+"""Turn a sample plan into bytes: read each member, apply media processing; runs in worker processes."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .errors import RejectedInput
+from .sample import Reject, Sample, SamplePlan
+
+
+def load_sample(plan: SamplePlan, media: object | None = None) -> Sample | Reject:
+    """Read one sample; any unusable member rejects the whole sample, so no sample is packed half."""
+    members: list[tuple[str, bytes]] = []
+    seen: set[str] = set()
+    for member in plan.members:
+        if member.data is not None:
+            ext, data = member.ext, member.data
+        else:
+            shown = f"{member.path} (field {member.origin!r})" if member.origin else member.path
+            try:
+                with open(member.path, "rb") as handle:  # type: ignore[arg-type]
+                    data = handle.read()
+            except FileNotFoundError:
+                return Reject(plan.source, f"missing file: {shown}", "missing")
+            except OSError as exc:
+                return Reject(plan.source, f"cannot read {shown}: {exc.strerror or exc}", "unreadable")
+            ext = member.ext
+            if media is not None:
+                from .media import process_media
+
+                base, _, last = ext.rpartition(".")
+                try:
+                    new_last, data = process_media(last, data, media, source=shown)  # type: ignore[arg-type]
+                except RejectedInput as exc:
+                    return Reject(plan.source, exc.reason if exc.source in plan.source else str(exc), "media")
+                ext = f"{base}.{new_last}" if base else new_last
+        if ext in seen:
+            return Reject(
+                plan.source, f"two members map to {plan.key}.{ext} after processing", "member-clash"
+            )
+        seen.add(ext)
+        members.append((ext, data))
+    return Sample(key=plan.key, source=plan.source, members=tuple(members))
+
+
+def load_batch(plans: Sequence[SamplePlan | Reject], media: object | None = None) -> list[Sample | Reject]:
+    return [p if isinstance(p, Reject) else load_sample(p, media) for p in plans]

@@ -1,0 +1,310 @@
+"""The pack job: source -> ordered loading -> size-capped shards -> index; resumable at shard boundaries."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+import warnings
+from dataclasses import dataclass, field
+from itertools import islice
+from pathlib import Path
+from typing import Any
+
+from .errors import PackError
+from .format import (
+    INDEX_NAME,
+    OFFSETS_SUFFIX,
+    REJECTS_NAME,
+    SHARD_SUFFIX,
+    DatasetIndex,
+    shard_name,
+    shard_pattern,
+)
+from .format.constants import END_OF_ARCHIVE, JOURNAL_NAME, WORK_DIR_NAME
+from .journal import Journal, PackProgress
+from .keyaudit import find_duplicates, write_keys
+from .load import load_batch
+from .options import PackOptions
+from .parallel import ordered_map
+from .rejects import RejectsReport
+from .sample import Reject, Sample
+from .shardwriter import TarShardWriter, encode_sample
+from .sources import open_source
+
+
+@dataclass
+class PackSummary:
+    pattern: str
+    index: str
+    shards: int
+    samples: int
+    bytes: int
+    skipped: int
+    rejected: dict[str, int]
+    duplicate_keys: int
+    oversized: int
+    rejects: str | None
+    seconds: float
+    resumed_from_shard: int = 0
+    fields: dict[str, int] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+class ProgressHook:
+    """What the CLI's progress bar sees; the library itself prints nothing."""
+
+    def sample(self, nbytes: int) -> None: ...
+    def shard(self, count: int) -> None: ...
+    def reject(self, reject: Reject) -> None: ...
+
+
+def _existing_outputs(outdir: Path) -> list[Path]:
+    names = (INDEX_NAME, JOURNAL_NAME, WORK_DIR_NAME)
+    return sorted(
+        p for p in outdir.iterdir() if p.name in names or p.name.endswith((SHARD_SUFFIX, ".tar.gz", ".tgz"))
+    )
+
+
+def _clear_outputs(outdir: Path, prefix: str) -> None:
+    for path in outdir.iterdir():
+        ours = path.name.startswith(f"{prefix}-") and path.name.endswith((SHARD_SUFFIX, OFFSETS_SUFFIX))
+        hidden_tmp = path.name.startswith(f".{prefix}-") and path.name.endswith(".tmp")
+        if ours or hidden_tmp or path.name in (INDEX_NAME, JOURNAL_NAME, REJECTS_NAME):
+            path.unlink()
+    shutil.rmtree(outdir / WORK_DIR_NAME, ignore_errors=True)
+
+
+class _Packer:
+    def __init__(self, source: str, outdir: Path, options: PackOptions, hook: ProgressHook) -> None:
+        self.source = source
+        self.outdir = outdir
+        self.options = options
+        self.hook = hook
+        self.output_options = options.output_options(os.path.abspath(source))
+        self.journal = Journal(outdir / JOURNAL_NAME)
+        self.work = outdir / WORK_DIR_NAME
+        self.progress = PackProgress()
+        self.writer: TarShardWriter | None = None
+        self.shard_keys: set[str] = set()
+
+    # -- setup -----------------------------------------------------------------------------------------
+    def prepare(self) -> bool:
+        """Make OUTDIR ready; return True when a finished pack with these options is already there."""
+        self.outdir.mkdir(parents=True, exist_ok=True)
+        existing = _existing_outputs(self.outdir)
+        if existing and self.options.overwrite:
+            _clear_outputs(self.outdir, self.options.prefix)
+            existing = _existing_outputs(self.outdir)
+        if self.options.resume and self.journal.path.exists():
+            self.progress = self.journal.load(self.output_options)
+            self._check_published()
+            return False
+        if self.options.resume and (self.outdir / INDEX_NAME).exists():
+            done = DatasetIndex.load(self.outdir / INDEX_NAME)
+            if done.options != self.output_options:
+                raise PackError(
+                    f"{self.outdir}: holds a finished pack made with other options; use --overwrite"
+                )
+            return True
+        if existing:
+            shown = ", ".join(p.name for p in existing[:3]) + (" ..." if len(existing) > 3 else "")
+            hint = "nothing to resume (no journal); " if self.options.resume else ""
+            raise PackError(
+                f"{self.outdir} already holds shards or an index ({shown}); {hint}pass --resume to continue "
+                "an interrupted pack, --overwrite to replace it, or choose an empty OUTDIR"
+            )
+        self.journal.start(self.output_options)
+        return False
+
+    def _check_published(self) -> None:
+        for entry in self.progress.shards:
+            path = self.outdir / entry.name
+            if not path.exists() or path.stat().st_size != entry.size:
+                raise PackError(
+                    f"{path}: the journal lists this shard as done ({entry.size} bytes) but it is missing "
+                    "or changed; start over with --overwrite"
+                )
+
+    # -- the loop --------------------------------------------------------------------------------------
+    def run(self, rejects: RejectsReport) -> None:
+        o = self.options
+        plans = open_source(
+            self.source,
+            key_field=o.key_field,
+            media_root=o.media_root,
+            media_fields=o.media_fields,
+            member_naming=o.member_naming,
+            manifest_format=o.manifest_format,
+        )
+        media = o.media if o.media.active else None
+        # Skipping on resume parses the source but opens no media file.
+        remaining = islice(iter(plans), self.progress.position, None)
+        loaded = ordered_map(load_batch, remaining, workers=o.workers, args=(media,))
+        position = self.progress.position
+        try:
+            for item in loaded:
+                if isinstance(item, Sample) and item.key in self.shard_keys:
+                    item = Reject(
+                        item.source, f"key {item.key!r} repeats a key already in this shard", "duplicate-key"
+                    )
+                if isinstance(item, Reject):
+                    self._reject(item, rejects)
+                else:
+                    self._write(item, position, rejects)
+                position += 1
+            if self.writer is not None:
+                self._publish(position, rejects)
+        except BaseException:
+            if self.writer is not None:
+                self.writer.abort()
+            raise
+
+    def _reject(self, reject: Reject, rejects: RejectsReport) -> None:
+        if self.options.strict:
+            raise PackError(f"{reject.source}: {reject.reason} (--strict stops at the first reject)")
+        rejects.write(reject)
+        self.progress.rejected[reject.kind] = self.progress.rejected.get(reject.kind, 0) + 1
+        self.hook.reject(reject)
+
+    def _write(self, sample: Sample, position: int, rejects: RejectsReport) -> None:
+        chunks = encode_sample(sample)
+        nbytes = sum(len(c) for c in chunks)
+        if self.writer is not None and not self.writer.fits(nbytes):
+            self._publish(position, rejects)
+        if self.writer is None:
+            number = len(self.progress.shards)
+            path = self.outdir / shard_name(self.options.prefix, number)
+            self.writer = TarShardWriter(
+                path, max_size=self.options.max_size, max_count=self.options.max_count
+            )
+            self.shard_keys = set()
+        max_size = self.options.max_size
+        if max_size is not None and nbytes + END_OF_ARCHIVE > max_size:
+            self.progress.oversized += 1
+            warnings.warn(
+                f"{sample.source}: sample takes {nbytes + END_OF_ARCHIVE} bytes, over max_size={max_size}; "
+                f"it gets shard {self.writer.path.name} to itself",
+                stacklevel=2,
+            )
+        self.writer.add(sample.key, chunks, nbytes)
+        self.shard_keys.add(sample.key)
+        p = self.progress
+        p.samples += 1
+        p.payload_bytes += sample.nbytes
+        for ext, _ in sample.members:
+            p.fields[ext] = p.fields.get(ext, 0) + 1
+        self.hook.sample(nbytes)
+
+    def _publish(self, position: int, rejects: RejectsReport) -> None:
+        assert self.writer is not None
+        entry = self.writer.close()
+        self.work.mkdir(exist_ok=True)
+        write_keys(self.work / f"{entry.name}.keys", self.writer.keys)
+        self.writer = None
+        self.progress.shards.append(entry)
+        self.progress.position = position
+        self.progress.rejects_bytes = rejects.flush()
+        self.journal.record(self.progress)
+        self.hook.shard(len(self.progress.shards))
+
+    # -- the end ---------------------------------------------------------------------------------------
+    def audit_keys(self, rejects: RejectsReport) -> int:
+        files = [(self.work / f"{e.name}.keys", e.name) for e in self.progress.shards]
+        count = 0
+        for key, holders in find_duplicates(files, self.work):
+            count += 1
+            reject = Reject(
+                key,
+                f"key is in {len(holders)} shards: {', '.join(holders)} (kept in all)",
+                "duplicate-key-across-shards",
+            )
+            if self.options.strict:
+                raise PackError(f"key {key!r}: {reject.reason} (--strict)")
+            rejects.write(reject)
+        return count
+
+
+def pack(
+    source: str | os.PathLike[str],
+    outdir: str | os.PathLike[str],
+    options: PackOptions | None = None,
+    *,
+    hook: ProgressHook | None = None,
+) -> PackSummary:
+    """Pack SOURCE (a directory or a manifest) into size-capped tar shards plus an index in OUTDIR."""
+    options = options or PackOptions()
+    options.validate()
+    started = time.monotonic()
+    source = os.fspath(source)
+    out = Path(outdir)
+    if not os.path.exists(source):
+        raise PackError(f"{source}: no such directory or manifest file")
+    packer = _Packer(source, out, options, hook or ProgressHook())
+    if packer.prepare():
+        return _summary_from_index(out, started)
+    with RejectsReport(out / REJECTS_NAME, keep_bytes=packer.progress.rejects_bytes) as rejects:
+        resumed_from = len(packer.progress.shards)
+        packer.run(rejects)
+        progress = packer.progress
+        if progress.samples == 0:
+            packer.journal.path.unlink(missing_ok=True)
+            shutil.rmtree(packer.work, ignore_errors=True)
+            skipped = sum(progress.rejected.values())
+            raise PackError(
+                f"{source}: no samples to pack ({skipped} inputs rejected"
+                + (f", see {rejects.path}" if skipped else "")
+                + "); no shard was written"
+            )
+        duplicates = packer.audit_keys(rejects)
+        rejects.flush()
+        rejects_path = rejects.path if rejects.count_total else None
+    index = DatasetIndex(
+        pattern=shard_pattern(options.prefix, len(progress.shards)),
+        shards=progress.shards,
+        fields=progress.fields,
+        options=packer.output_options,
+        rejected={**progress.rejected, **({"duplicate-key-across-shards": duplicates} if duplicates else {})},
+    )
+    index.save(out / INDEX_NAME)
+    packer.journal.path.unlink(missing_ok=True)
+    shutil.rmtree(packer.work, ignore_errors=True)
+    if rejects_path is None:
+        (out / REJECTS_NAME).unlink(missing_ok=True)
+    return PackSummary(
+        pattern=index.pattern,
+        index=str(out / INDEX_NAME),
+        shards=len(index.shards),
+        samples=index.samples,
+        bytes=index.bytes,
+        skipped=sum(progress.rejected.values()),
+        rejected=dict(progress.rejected),
+        duplicate_keys=duplicates,
+        oversized=progress.oversized,
+        rejects=str(rejects_path) if rejects_path else None,
+        seconds=round(time.monotonic() - started, 3),
+        resumed_from_shard=resumed_from,
+        fields=dict(sorted(progress.fields.items())),
+    )
+
+
+def _summary_from_index(out: Path, started: float) -> PackSummary:
+    index = DatasetIndex.load(out / INDEX_NAME)
+    rejects = out / REJECTS_NAME
+    return PackSummary(
+        pattern=index.pattern,
+        index=str(out / INDEX_NAME),
+        shards=len(index.shards),
+        samples=index.samples,
+        bytes=index.bytes,
+        skipped=sum(n for k, n in index.rejected.items() if k != "duplicate-key-across-shards"),
+        rejected={k: n for k, n in index.rejected.items() if k != "duplicate-key-across-shards"},
+        duplicate_keys=index.rejected.get("duplicate-key-across-shards", 0),
+        oversized=0,
+        rejects=str(rejects) if rejects.exists() else None,
+        seconds=round(time.monotonic() - started, 3),
+        resumed_from_shard=len(index.shards),
+        fields=index.fields,
+    )

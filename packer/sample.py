@@ -1,0 +1,47 @@
+"""What flows through the packer: a cheap sample plan, the loaded sample, and a reject."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class MemberPlan:
+    """One member to be: read from ``path``, or taken as ``data`` (e.g. a manifest record's JSON)."""
+
+    ext: str
+    path: str | None = None
+    data: bytes | None = None
+    origin: str = ""  # the manifest field it came from, for messages
+
+
+@dataclass(frozen=True)
+class SamplePlan:
+    """A sample before any file is read; sources emit these without touching file contents."""
+
+    key: str
+    source: str
+    members: tuple[MemberPlan, ...]
+
+
+@dataclass(frozen=True)
+class Sample:
+    key: str
+    source: str
+    members: tuple[tuple[str, bytes], ...] = field(default_factory=tuple)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(len(data) for _, data in self.members)
+
+
+@dataclass(frozen=True)
+class Reject:
+    """An input that will not be packed; written to the rejects report and counted."""
+
+    source: str
+    reason: str
+    kind: str = "rejected"
+
+    def to_json(self) -> dict[str, str]:
+        return {"source": self.source, "reason": self.reason, "kind": self.kind}

@@ -1,0 +1,96 @@
+"""One tar shard being written: checks the size cap before appending, publishes by fsync + rename."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from types import TracebackType
+
+from .format import (
+    ShardEntry,
+    encode_offsets,
+    end_of_archive,
+    member_header,
+    member_name,
+    offsets_name,
+    write_atomic,
+)
+from .format.atomic import fsync_dir, temp_path
+from .format.constants import END_OF_ARCHIVE
+from .format.tarheader import padded
+from .sample import Sample
+
+_ZEROS = b"\0" * 512
+
+
+def encode_sample(sample: Sample) -> list[bytes]:
+    """The sample as tar bytes: its members contiguous, in the order given."""
+    chunks: list[bytes] = []
+    for ext, data in sample.members:
+        chunks.append(member_header(member_name(sample.key, ext), len(data)))
+        chunks.append(data)
+        pad = padded(len(data))
+        if pad:
+            chunks.append(_ZEROS[:pad])
+    return chunks
+
+
+class TarShardWriter:
+    """Writes one shard to a temp file; ``close()`` publishes it and its offsets sidecar."""
+
+    def __init__(self, path: Path, *, max_size: int | None, max_count: int | None) -> None:
+        self.path = path
+        self.max_size = max_size
+        self.max_count = max_count
+        self.count = 0
+        self.size = 0
+        self.offsets: list[int] = []
+        self.keys: list[str] = []
+        self._tmp = temp_path(path)
+        self._handle = open(self._tmp, "wb", buffering=1 << 20)  # noqa: SIM115 - closed in close()/abort()
+        self._hash = hashlib.sha256()
+
+    def fits(self, nbytes: int) -> bool:
+        """Whether a sample of ``nbytes`` tar bytes can join without breaking a limit."""
+        if self.max_count is not None and self.count >= self.max_count:
+            return False
+        return self.max_size is None or self.size + nbytes + END_OF_ARCHIVE <= self.max_size
+
+    def add(self, key: str, chunks: list[bytes], nbytes: int) -> None:
+        self.offsets.append(self.size)
+        self.keys.append(key)
+        data = b"".join(chunks)
+        self._handle.write(data)
+        self._hash.update(data)
+        self.size += nbytes
+        self.count += 1
+
+    def close(self) -> ShardEntry:
+        tail = end_of_archive()
+        self._handle.write(tail)
+        self._hash.update(tail)
+        self.offsets.append(self.size)
+        self.size += len(tail)
+        self._handle.flush()
+        os.fsync(self._handle.fileno())
+        self._handle.close()
+        # Sidecar first: a shard under its final name always has its offsets beside it.
+        write_atomic(self.path.with_name(offsets_name(self.path.name)), encode_offsets(self.offsets))
+        os.replace(self._tmp, self.path)
+        fsync_dir(self.path.parent)
+        return ShardEntry(self.path.name, self.count, self.size, self._hash.hexdigest())
+
+    def abort(self) -> None:
+        if not self._handle.closed:
+            self._handle.close()
+        self._tmp.unlink(missing_ok=True)
+
+    def __enter__(self) -> TarShardWriter:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if exc_type is not None:
+            self.abort()

@@ -1,0 +1,98 @@
+"""Directory source: walk a tree lazily, one directory in memory at a time, grouping files by key."""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterator
+
+from ..errors import KeyRuleError
+from ..format import check_key, normalize_extension
+from ..sample import MemberPlan, Reject, SamplePlan
+
+
+def _inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root + os.sep)
+
+
+def walk_directory(root: str | os.PathLike[str]) -> Iterator[SamplePlan | Reject]:
+    """Yield a plan per key, in sorted order, and a reject for every file that cannot be a member.
+
+    Memory is O(largest directory): entries are listed and sorted one directory at a time.
+    """
+    top = os.path.realpath(root)
+    yield from _walk(top, "", top, frozenset({top}))
+
+
+def _walk(directory: str, rel: str, top: str, ancestors: frozenset[str]) -> Iterator[SamplePlan | Reject]:
+    try:
+        entries = sorted(os.scandir(directory), key=lambda entry: entry.name)
+    except OSError as exc:
+        yield Reject(os.path.join(directory), f"cannot list directory: {exc.strerror or exc}")
+        return
+    groups: dict[str, list[tuple[str, str, str]]] = {}
+    order: list[tuple[str, str, str]] = []  # (sort name, kind, payload)
+    for entry in entries:
+        path = entry.path
+        if entry.name.startswith("."):
+            what = "hidden directory (skipped with its contents)" if entry.is_dir() else "hidden file"
+            yield Reject(path, what, "hidden")
+            continue
+        real = path
+        if entry.is_symlink():
+            real = os.path.realpath(path)
+            if not os.path.exists(real):
+                yield Reject(path, "broken symlink", "unreadable")
+                continue
+            if not _inside(real, top):
+                yield Reject(path, f"symlink points outside SOURCE, to {real}", "outside")
+                continue
+        try:
+            mode = os.stat(real).st_mode
+        except OSError as exc:
+            yield Reject(path, f"cannot stat: {exc.strerror or exc}", "unreadable")
+            continue
+        if stat.S_ISDIR(mode):
+            if real in ancestors:
+                yield Reject(path, "symlink loop: points at one of its own parent directories", "loop")
+                continue
+            order.append((entry.name, "dir", real))
+            continue
+        if not stat.S_ISREG(mode):
+            yield Reject(path, "not a regular file", "unreadable")
+            continue
+        dot = entry.name.find(".")
+        if dot <= 0 or dot == len(entry.name) - 1:
+            yield Reject(path, "file has no extension, so it cannot be a sample member", "no-extension")
+            continue
+        key_name = entry.name[:dot]
+        if key_name not in groups:
+            groups[key_name] = []
+            order.append((key_name, "key", key_name))
+        groups[key_name].append((normalize_extension(entry.name[dot + 1 :]), real, path))
+    # Subdirectories and keys share one sorted order, so output order never depends on scandir order.
+    order.sort(key=lambda item: (item[0], item[1]))
+    for name, kind, payload in order:
+        if kind == "dir":
+            yield from _walk(payload, f"{rel}{name}/", top, ancestors | {payload})
+            continue
+        files = groups.pop(payload)
+        key = f"{rel}{payload}"
+        source = os.path.join(os.path.dirname(files[0][2]), payload)
+        seen: dict[str, str] = {}
+        clash = None
+        for ext, _real, shown in files:
+            if ext in seen:
+                clash = f"two files map to member {key}.{ext}: {seen[ext]} and {shown}"
+                break
+            seen[ext] = shown
+        if clash:
+            yield Reject(source, clash, "member-clash")
+            continue
+        try:
+            check_key(key)
+        except KeyRuleError as exc:
+            yield Reject(source, str(exc), "bad-key")
+            continue
+        members = tuple(MemberPlan(ext=ext, path=real) for ext, real, _ in files)
+        yield SamplePlan(key=key, source=source, members=members)

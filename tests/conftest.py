@@ -1,0 +1,76 @@
+"""Shared fixtures: a real synthetic corpus on disk, and helpers that read shards back independently."""
+
+from __future__ import annotations
+
+import json
+import os
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from packer.synth import Corpus, make_corpus
+
+SHARED = Path(__file__).resolve().parents[2] / "shared"
+
+
+@pytest.fixture(scope="session")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> Corpus:
+    return make_corpus(tmp_path_factory.mktemp("corpus") / "c", 24)
+
+
+def expected_from_directory(root: Path) -> dict[str, dict[str, bytes]]:
+    """What packing a folder must give, computed straight from the files."""
+    out: dict[str, dict[str, bytes]] = {}
+    for dirpath, _dirs, files in os.walk(root):
+        for name in files:
+            path = Path(dirpath) / name
+            rel = path.relative_to(root).as_posix()
+            key, ext = rel.split("/")[-1].split(".", 1)
+            key = "/".join([*rel.split("/")[:-1], key])
+            out.setdefault(key, {})[ext.lower()] = path.read_bytes()
+    return out
+
+
+def expected_from_manifest(manifest: Path) -> dict[str, dict[str, bytes]]:
+    """What packing a LLaVA-style manifest gives: media by extension, lists numbered, the record as json."""
+    out = {}
+    for line in manifest.read_text().splitlines():
+        record = json.loads(line)
+        members: dict[str, bytes] = {}
+        for value in record.values():
+            if isinstance(value, str) and "." in value and (manifest.parent / value).is_file():
+                members[value.rsplit(".", 1)[1]] = (manifest.parent / value).read_bytes()
+            elif isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+                for i, item in enumerate(value):
+                    members[f"{i}.{item.rsplit('.', 1)[1]}"] = (manifest.parent / item).read_bytes()
+        members["json"] = json.dumps(record, ensure_ascii=False).encode()
+        out[record["id"]] = members
+    return out
+
+
+def read_with_tarfile(paths: list[Path]) -> dict[str, dict[str, bytes]]:
+    out: dict[str, dict[str, bytes]] = {}
+    for path in paths:
+        with tarfile.open(path) as tar:
+            for member in tar:
+                name = member.name
+                slash = name.rfind("/")
+                dot = name.find(".", slash + 1)
+                out.setdefault(name[:dot], {})[name[dot + 1 :]] = tar.extractfile(member).read()
+    return out
+
+
+def read_with_webdataset(pattern: str) -> dict[str, dict[str, bytes]]:
+    import webdataset as wds
+
+    out = {}
+    for sample in wds.WebDataset(pattern, shardshuffle=False, empty_check=False):
+        key = sample["__key__"]
+        assert key not in out, f"webdataset saw key {key} twice"
+        out[key] = {k: v for k, v in sample.items() if not k.startswith("__")}
+    return out
+
+
+def shard_paths(outdir: Path) -> list[Path]:
+    return sorted(outdir.glob("*.tar"))
