@@ -9,7 +9,6 @@ from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any
 
-import click
 import typer
 
 from .errors import ShardstreamError
@@ -82,7 +81,7 @@ def _fail(message: str, code: int = 1) -> typer.Exit:
     return typer.Exit(code)
 
 
-def _apply_config(ctx: click.Context, config: Path | None, values: dict[str, Any]) -> dict[str, Any]:
+def _apply_config(ctx: typer.Context, config: Path | None, values: dict[str, Any]) -> dict[str, Any]:
     """Fill options the command line left at their defaults from a YAML file whose keys mirror them."""
     if config is None:
         return values
@@ -99,7 +98,8 @@ def _apply_config(ctx: click.Context, config: Path | None, values: dict[str, Any
         key = str(raw_key).replace("-", "_")
         if key not in values or key == "config":
             raise _fail(f"--config {config}: unknown option {raw_key!r}; known: {', '.join(sorted(values))}")
-        if ctx.get_parameter_source(key) == click.core.ParameterSource.DEFAULT:
+        # By name: typer may carry its own copy of click, whose enum is not click's.
+        if getattr(ctx.get_parameter_source(key), "name", None) == "DEFAULT":
             values[key] = value
     return values
 

@@ -96,8 +96,9 @@ class _Packer:
         self.outdir.mkdir(parents=True, exist_ok=True)
         existing = _existing_outputs(self.outdir)
         if existing and self.options.overwrite:
+            # Only this dataset's files go; other prefixes' shards in OUTDIR are left as they are.
             _clear_outputs(self.outdir, self.options.prefix)
-            existing = _existing_outputs(self.outdir)
+            existing = []
         if self.options.resume and self.journal.path.exists():
             self.progress = self.journal.load(self.output_options)
             self._check_published()
