@@ -13,6 +13,8 @@ Option errors are plain ``ValueError`` naming the argument.
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = [
     "FormatError",
     "KeyRuleError",
@@ -48,6 +50,10 @@ class RejectedInput(PackError):
         self.source = source
         self.reason = reason
 
+    def __reduce__(self) -> tuple[type, tuple[str, str]]:
+        # Errors cross process boundaries (pack workers, DataLoader workers); keep them picklable.
+        return type(self), (self.source, self.reason)
+
 
 class MediaError(RejectedInput):
     """A media file failed to decode or re-encode."""
@@ -68,3 +74,13 @@ class ShardReadError(ShardstreamError):
         self.url = url
         self.member = member
         self.offset = offset
+        self.message = message
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _rebuild_read_error, (type(self), self.message, self.url, self.member, self.offset)
+
+
+def _rebuild_read_error(
+    cls: type[ShardReadError], message: str, url: str, member: str | None, offset: int | None
+) -> ShardReadError:
+    return cls(message, url=url, member=member, offset=offset)

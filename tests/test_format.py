@@ -163,3 +163,17 @@ def test_index_rejects_other_files_and_versions(tmp_path):
         DatasetIndex.from_json('{"shards": []}')
     with pytest.raises(FormatError, match="version 99"):
         DatasetIndex.from_json('{"format": "shardstream", "version": 99}')
+
+
+def test_errors_survive_pickling_across_processes():
+    import pickle
+
+    from packer.errors import MediaError, RejectedInput
+
+    for error in (
+        RejectedInput("a.jsonl:record 3", "missing file"),
+        MediaError("x.jpg", "image does not decode"),
+        ShardReadError("truncated", url="http://h/s.tar", member="k.jpg", offset=1536),
+    ):
+        copy = pickle.loads(pickle.dumps(error))
+        assert type(copy) is type(error) and str(copy) == str(error)
