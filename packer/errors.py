@@ -62,15 +62,16 @@ class MediaError(RejectedInput):
 class ShardReadError(ShardstreamError):
     """A shard could not be read; names where, so a user can find the bad bytes."""
 
+    # url defaults to "" so that torch's DataLoader can rebuild it from a worker's message alone.
     def __init__(
-        self, message: str, *, url: str, member: str | None = None, offset: int | None = None
+        self, message: str, *, url: str = "", member: str | None = None, offset: int | None = None
     ) -> None:
         where = url
         if member is not None:
             where += f" member {member!r}"
         if offset is not None:
             where += f" at byte {offset}"
-        super().__init__(f"{where}: {message}")
+        super().__init__(f"{where}: {message}" if where else message)
         self.url = url
         self.member = member
         self.offset = offset

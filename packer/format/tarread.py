@@ -17,6 +17,7 @@ class TarMember(NamedTuple):
     name: str
     data: bytes
     offset: int  # of the member's first header block (pax/longname included)
+    end: int  # just past its padded data: where the next member's first header starts
 
 
 def _number(field: bytes, url: str, offset: int) -> int:
@@ -123,5 +124,5 @@ def iter_members(stream: BinaryIO, *, url: str = "<stream>", start: int = 0) -> 
                 prefix = header[345:500].split(b"\0", 1)[0]
                 if prefix:
                     name = prefix.decode("utf-8", "surrogateescape") + "/" + name
-        yield TarMember(name, data, first_header)
+        yield TarMember(name, data, first_header, offset)
         first_header, long_name, pax = None, None, {}

@@ -1,0 +1,34 @@
+"""Iterator nodes with explicit state: ``next``, ``reset(state)``, ``get_state`` — what resumption needs.
+
+A node's state says where it stands, not what it has read, so restoring costs seeks, not replays.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, Generic, TypeVar
+
+T = TypeVar("T")
+
+
+class Node(Iterator[T], Generic[T]):
+    """Subclasses implement ``_generate(state)`` and keep ``self._state`` current before every yield."""
+
+    def __init__(self) -> None:
+        self._state: dict[str, Any] = {}
+        self._it: Iterator[T] | None = None
+
+    def reset(self, state: dict[str, Any] | None = None) -> None:
+        """Start again from the beginning, or from a state ``get_state`` returned."""
+        self._it = self._generate(dict(state) if state else None)
+
+    def get_state(self) -> dict[str, Any]:
+        return dict(self._state)
+
+    def __next__(self) -> T:
+        if self._it is None:
+            self.reset()
+        return next(self._it)  # type: ignore[arg-type]
+
+    def _generate(self, state: dict[str, Any] | None) -> Iterator[T]:
+        raise NotImplementedError

@@ -1,0 +1,173 @@
+"""Read a worker's segments as samples: tar members grouped by key, starting mid-shard by one seek.
+
+A sample is (shard index, sample index, dict); the dict is webdataset's: ``__key__``, ``__url__``, and
+one bytes value per member extension. Members not in ``fields`` are dropped here, before any buffering.
+"""
+
+from __future__ import annotations
+
+import bisect
+import warnings
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from packer.errors import ShardReadError
+from packer.format import decode_offsets, split_member_name
+from packer.format.tarread import iter_members
+
+from .nodes import Node
+from .openers import open_stream, read_small, seekable
+from .placement import Segment
+from .shards import ShardList
+from .shared import SharedState
+
+RawSample = tuple[int, int, dict[str, Any]]
+ON_ERROR = ("raise", "skip", "warn")
+
+
+def group_samples(
+    members: Iterator[Any], url: str, ends: Sequence[int] | None = None
+) -> Iterator[dict[str, Any]]:
+    """Consecutive members sharing a key form one sample.
+
+    With ``ends`` (the byte where each sample ends, from the offsets sidecar) a sample is handed out as
+    soon as its last member is read; without, only when the next key shows up.
+    """
+    sample: dict[str, Any] | None = None
+    i = 0
+    for member in members:
+        key, ext = split_member_name(member.name)
+        if sample is None or key != sample["__key__"]:
+            if sample is not None:
+                yield sample
+            sample = {"__key__": key, "__url__": url}
+        sample[ext] = member.data
+        if ends is not None and i < len(ends) and member.end >= ends[i]:
+            yield sample
+            sample = None
+            i += 1
+    if sample is not None:
+        yield sample
+
+
+class SampleReader(Node[RawSample]):
+    """State: ``{"segment": k, "done": n}`` — n samples of segment k already handed out."""
+
+    def __init__(
+        self,
+        shards: ShardList,
+        segments: Sequence[Segment] | Any,
+        *,
+        fields: Sequence[str] | None = None,
+        on_error: str = "raise",
+        counters: SharedState | None = None,
+    ) -> None:
+        super().__init__()
+        if on_error not in ON_ERROR:
+            raise ValueError(f"on_error must be one of {ON_ERROR}, not {on_error!r}")
+        self.shards = shards
+        self.segments = segments
+        self.keep = frozenset(fields) if fields else None
+        self.on_error = on_error
+        self.counters = counters or SharedState()
+        self._offsets_cache: tuple[int, Any] | None = None
+
+    # -- offsets ---------------------------------------------------------------------------------------
+    def offsets(self, shard: int) -> Any:
+        """The shard's sample offsets (array of n+1) or None when it has no sidecar or cannot seek."""
+        if self._offsets_cache is not None and self._offsets_cache[0] == shard:
+            return self._offsets_cache[1]
+        url = self.shards.urls[shard]
+        values = None
+        if seekable(url):
+            data = read_small(self.shards.offsets_url(shard))
+            if data is not None:
+                expected = int(self.shards.counts[shard]) if self.shards.counts is not None else None
+                values = decode_offsets(data, source=self.shards.offsets_url(shard), samples=expected)
+        self._offsets_cache = (shard, values)
+        return values
+
+    # -- reading ---------------------------------------------------------------------------------------
+    def _samples(self, shard: int, first: int) -> Iterator[tuple[int, dict[str, Any]]]:
+        """Samples of a shard from index ``first``: one seek with offsets, else read and skip."""
+        url = self.shards.urls[shard]
+        offsets = self.offsets(shard)
+        start_byte = int(offsets[first]) if offsets is not None and first < len(offsets) else 0
+        skip = 0 if offsets is not None else first
+        ends = offsets[first + 1 :] if offsets is not None else None
+        stream = open_stream(url, start_byte)
+        try:
+            index = first - skip
+            for sample in group_samples(iter_members(stream, url=url, start=start_byte), url, ends):
+                if skip:
+                    skip -= 1
+                    index += 1
+                    continue
+                yield index, self._filter(sample)
+                index += 1
+        finally:
+            stream.close()
+
+    def _filter(self, sample: dict[str, Any]) -> dict[str, Any]:
+        if self.keep is None:
+            return sample
+        return {k: v for k, v in sample.items() if k.startswith("__") or k in self.keep}
+
+    def read_one(self, shard: int, index: int) -> dict[str, Any]:
+        """Random access to one sample, for restoring a shuffle buffer."""
+        for _, sample in self._samples(shard, index):
+            return sample
+        raise ShardReadError(f"shard has no sample {index}", url=self.shards.urls[shard])
+
+    def _generate(self, state: dict[str, Any] | None) -> Iterator[RawSample]:
+        k = state["segment"] if state else 0
+        done = state["done"] if state else 0
+        while True:
+            try:
+                segment = self.segments[k]
+            except IndexError:
+                return
+            self._state = {"segment": k, "done": done}
+            yield from self._read_segment(k, segment, done)
+            k, done = k + 1, 0
+            self._state = {"segment": k, "done": 0}
+
+    def _read_segment(self, k: int, segment: Segment, done: int) -> Iterator[RawSample]:
+        url = self.shards.urls[segment.shard]
+        position = segment.start + done
+        while segment.stop is None or position < segment.stop:
+            try:
+                for index, sample in self._samples(segment.shard, position):
+                    position = index + 1
+                    self._state = {"segment": k, "done": position - segment.start}
+                    yield segment.shard, index, sample
+                    if segment.stop is not None and position >= segment.stop:
+                        return
+                if segment.stop is not None and position < segment.stop:
+                    raise ShardReadError(
+                        f"shard ended after sample {position}; the index promises {segment.stop}", url=url
+                    )
+                return
+            except ShardReadError as exc:
+                position = self._recover(exc, segment, position)
+                if position is None:
+                    return
+                self._state = {"segment": k, "done": position - segment.start}
+
+    def _recover(self, exc: ShardReadError, segment: Segment, position: int) -> int | None:
+        """After a read error: raise, or skip the damaged sample and return where to go on (None: give up)."""
+        if self.on_error == "raise":
+            raise exc
+        if self.on_error == "warn":
+            warnings.warn(f"skipping: {exc}", stacklevel=3)
+        offsets = self.offsets(segment.shard) if exc.offset is not None else None
+        if offsets is not None:
+            bad = max(position, bisect.bisect_right(offsets, exc.offset) - 1)
+            last = len(offsets) - 1
+            if bad + 1 < (segment.stop if segment.stop is not None else last):
+                self.counters.add("samples_skipped", 1)
+                return bad + 1
+        lost = (segment.stop - position) if segment.stop is not None else 1
+        self.counters.add("samples_skipped", max(lost, 0))
+        self.counters.add("shards_failed", 1)
+        return None

@@ -1,0 +1,105 @@
+"""The shard list: URLs computed on demand from a brace pattern, a list, or the packer's index.
+
+A pattern costs O(1) memory at any size; an index keeps per-shard counts as one int64 array.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+
+import numpy as np
+
+from packer.errors import FormatError
+from packer.format import FORMAT_NAME, INDEX_NAME, BracePattern, DatasetIndex, offsets_name
+
+from .openers import join_url, read_small
+
+
+class _Concat(Sequence[str]):
+    """Several patterns end to end, still without expanding any of them."""
+
+    def __init__(self, parts: list[Sequence[str]]) -> None:
+        self.parts = parts
+        self.ends = np.cumsum([len(p) for p in parts]) if parts else np.zeros(0, dtype=np.int64)
+
+    def __len__(self) -> int:
+        return int(self.ends[-1]) if len(self.ends) else 0
+
+    def __getitem__(self, i: int) -> str:  # type: ignore[override]
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError(i)
+        part = int(np.searchsorted(self.ends, i, side="right"))
+        before = int(self.ends[part - 1]) if part else 0
+        return self.parts[part][i - before]
+
+
+class _Joined(Sequence[str]):
+    def __init__(self, base: str, names: Sequence[str]) -> None:
+        self.base, self.names = base, names
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def __getitem__(self, i: int) -> str:  # type: ignore[override]
+        return join_url(self.base, self.names[i])
+
+
+class ShardList:
+    """Shard URLs plus, when an index is known, their sample counts."""
+
+    def __init__(self, urls: Sequence[str], counts: np.ndarray | None = None, source: str = "") -> None:
+        if len(urls) == 0:
+            raise ValueError(f"source: no shards in {source!r}")
+        if counts is not None and len(counts) != len(urls):
+            raise FormatError(f"{source}: {len(counts)} counts for {len(urls)} shards")
+        self.urls = urls
+        self.counts = counts
+        self.source = source
+
+    def __len__(self) -> int:
+        return len(self.urls)
+
+    @property
+    def total(self) -> int | None:
+        return int(self.counts.sum()) if self.counts is not None else None
+
+    def offsets_url(self, shard: int) -> str:
+        return offsets_name(self.urls[shard])
+
+    @classmethod
+    def from_source(cls, source: str | os.PathLike[str] | Sequence[str] | DatasetIndex) -> ShardList:
+        if isinstance(source, DatasetIndex):
+            raise ValueError("source: pass the index's path or URL, so shard names can be resolved")
+        if isinstance(source, (str, os.PathLike)):
+            text = os.fspath(source)
+            if os.path.isdir(text):
+                text = os.path.join(text, INDEX_NAME)
+            if text.endswith(".json"):
+                return cls._from_index(text)
+            return cls(BracePattern(text), None, text)
+        if isinstance(source, Sequence) and all(isinstance(s, (str, os.PathLike)) for s in source):
+            parts = [BracePattern(os.fspath(s)) for s in source]
+            return cls(_Concat(parts), None, f"{len(parts)} patterns")
+        raise ValueError(f"source must be a pattern, a list of patterns or an index path, not {source!r}")
+
+    @classmethod
+    def _from_index(cls, url: str) -> ShardList:
+        data = read_small(url)
+        if data is None:
+            raise FormatError(f"{url}: index not found")
+        doc = json.loads(data)
+        if doc.get("format") != FORMAT_NAME:
+            raise FormatError(f"{url}: not a {FORMAT_NAME} index")
+        index = DatasetIndex.from_json(data.decode("utf-8"), source=url)
+        names = BracePattern(index.pattern)
+        # Names come from the pattern (O(1)); the index's own list is only checked against it.
+        if len(names) != len(index.shards) or any(
+            names[i] != index.shards[i].name for i in (0, len(names) - 1)
+        ):
+            raise FormatError(f"{url}: shard names do not follow the pattern {index.pattern!r}")
+        counts = np.fromiter((e.samples for e in index.shards), dtype=np.int64, count=len(index.shards))
+        return cls(_Joined(url, names), counts, url)

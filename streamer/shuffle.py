@@ -1,0 +1,69 @@
+"""Shuffle through a bounded buffer of undecoded samples; its state names buffered samples, not their bytes.
+
+Restoring re-reads the buffered samples by offset (one seek each), so resuming costs at most
+``size`` random reads, whatever the position in the epoch.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from typing import Any
+
+from .nodes import Node
+from .reader import RawSample, SampleReader
+
+
+class ShuffleBuffer(Node[RawSample]):
+    """Fill to ``initial`` before the first sample, then grow to ``size`` while handing samples out."""
+
+    def __init__(self, source: SampleReader, *, size: int, initial: int | None, seed: int) -> None:
+        super().__init__()
+        if size < 1:
+            raise ValueError(f"buffer_size must be >= 1, not {size}")
+        initial = size if initial is None else initial
+        if not 1 <= initial <= size:
+            raise ValueError(f"initial must be in [1, buffer_size={size}], not {initial}")
+        self.source = source
+        self.size = size
+        self.initial = initial
+        self.seed = seed
+        self._buffer: list[RawSample] = []
+        self._rng = random.Random(seed)
+
+    def get_state(self) -> dict[str, Any]:
+        return {
+            "source": self.source.get_state(),
+            "buffer": [(shard, index) for shard, index, _ in self._buffer],
+            "rng": self._rng.getstate(),
+        }
+
+    def _pick(self) -> RawSample:
+        buffer = self._buffer
+        j = int(self._rng.random() * len(buffer))
+        buffer[j], buffer[-1] = buffer[-1], buffer[j]
+        return buffer.pop()
+
+    def _generate(self, state: dict[str, Any] | None) -> Iterator[RawSample]:
+        self._rng = random.Random(self.seed)
+        self.source.reset(state["source"] if state else None)
+        if state:
+            rng_state = state["rng"]
+            self._rng.setstate((rng_state[0], tuple(rng_state[1]), rng_state[2]))
+            self._buffer = [(s, i, self.source.read_one(s, i)) for s, i in state["buffer"]]
+        else:
+            self._buffer = []
+        buffer = self._buffer
+        source = self.source
+        for item in source:
+            buffer.append(item)
+            if len(buffer) < self.initial:
+                continue
+            if len(buffer) < self.size:
+                # Growing: take one more in for every one handed out, until the buffer is full.
+                extra = next(source, None)
+                if extra is not None:
+                    buffer.append(extra)
+            yield self._pick()
+        while buffer:
+            yield self._pick()
