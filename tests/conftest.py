@@ -74,3 +74,24 @@ def read_with_webdataset(pattern: str) -> dict[str, dict[str, bytes]]:
 
 def shard_paths(outdir: Path) -> list[Path]:
     return sorted(outdir.glob("*.tar"))
+
+
+def write_dataset(root: Path, counts: list[int], *, prefix: str = "train", payload: int = 40) -> Path:
+    """Shards with exactly ``counts`` samples each (keys ``s{shard}-{i}``), plus offsets and an index."""
+    from packer.format import INDEX_NAME, DatasetIndex, shard_name, shard_pattern
+    from packer.sample import Sample
+    from packer.shardwriter import TarShardWriter, encode_sample
+
+    root.mkdir(parents=True, exist_ok=True)
+    entries = []
+    for number, count in enumerate(counts):
+        writer = TarShardWriter(root / shard_name(prefix, number), max_size=None, max_count=None)
+        for i in range(count):
+            key = f"s{number:03d}-{i:05d}"
+            text = f"{key} ".encode() * (1 + (i * 7 + number) % payload)
+            sample = Sample(key, key, (("txt", text), ("cls", str(i % 10).encode())))
+            chunks = encode_sample(sample)
+            writer.add(key, chunks, sum(len(c) for c in chunks))
+        entries.append(writer.close())
+    DatasetIndex(shard_pattern(prefix, len(counts)), entries).save(root / INDEX_NAME)
+    return root / INDEX_NAME

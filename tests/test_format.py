@@ -127,7 +127,7 @@ def test_headers_are_readable_by_gnu_tar(tmp_path):
 
 def test_reader_names_offset_of_truncation_and_corruption():
     good = member_header("k.txt", 600) + b"x" * 600 + b"\0" * padded(600)
-    with pytest.raises(ShardReadError, match=r"u at byte 0: truncated"):
+    with pytest.raises(ShardReadError, match=r"u member 'k.txt' at byte 0: truncated"):
         list(iter_members(io.BytesIO(good[:900]), url="u"))
     damaged = bytearray(good + member_header("k2.txt", 1) + b"y" + b"\0" * 511)
     damaged[1536 + 10] ^= 0xFF

@@ -96,9 +96,11 @@ def iter_members(stream: BinaryIO, *, url: str = "<stream>", start: int = 0) -> 
         padded_size = size + (-size % BLOCK)
         payload = _read_exact(stream, padded_size)
         if len(payload) < padded_size:
+            raw_name = header[0:100].split(b"\0", 1)[0].decode("utf-8", "replace")
             raise ShardReadError(
-                f"truncated tar: member needs {size} bytes, {max(0, len(payload))} remain",
+                f"truncated tar: member needs {padded_size} bytes with padding, {len(payload)} remain",
                 url=url,
+                member=raw_name,
                 offset=offset,
             )
         data = payload[:size] if padded_size != size else payload

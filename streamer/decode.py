@@ -1,0 +1,331 @@
+"""Decoding sample members by extension, after the shuffle buffer: decoded samples are many times bigger.
+
+A member's decoder is picked by its full name if one is registered under it ("image.jpg"), else by its
+last dotted part ("0.jpg" -> "jpg"); a trailing ".gz" is gunzipped first and the rest decides. Members
+with no decoder keep their bytes. ``__``-prefixed keys are metadata and pass through untouched.
+
+Images come out 8-bit RGB (grey and palette images converted, alpha dropped, the first frame of an
+animation), turned upright by their EXIF orientation. ``image_size=N`` asks for "at least N on the
+shorter side, as cheaply as possible": JPEGs are decoded at 1/2, 1/4 or 1/8 scale (Pillow's draft mode),
+then any image is box-reduced by a power of two while that still leaves N; nothing is resized further and
+nothing is enlarged, so sizes vary (from N to under 2N when the stored image is at least 2N).
+``image_size=(height, width)`` gives exactly that size: the same cheap reduction, then a bilinear resize
+(aspect ratio not kept, as with torchvision's ``Resize``).
+
+A ``SampleDecoder`` copies the registry when it is made, so it pickles with every decoder it uses
+(DataLoader workers started by spawn never see later ``register_decoder`` calls); decoders meant for
+workers must therefore be module-level functions or ``functools.partial`` objects, not lambdas.
+"""
+
+from __future__ import annotations
+
+import gzip
+import importlib
+import io
+import json
+import re
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
+from typing import Any
+
+import numpy as np
+import torch
+from PIL import Image
+
+from packer.errors import ShardReadError
+
+__all__ = ["DECODERS", "Decoder", "SampleDecoder", "register_decoder"]
+
+Decoder = Callable[[bytes], Any]
+
+IMAGE_EXTENSIONS = ("jpg", "jpeg", "png", "webp", "gif", "bmp", "tif", "tiff", "ppm")
+AUDIO_EXTENSIONS = ("wav", "flac", "mp3", "ogg", "opus", "m4a")
+VIDEO_EXTENSIONS = ("mp4", "webm", "mkv", "avi", "mov")
+_IMAGE_MODES = ("pil", "numpy", "torch", "raw")
+_ORIENTATION_TAG = 0x0112
+_TRANSPOSES = {
+    2: Image.Transpose.FLIP_LEFT_RIGHT,
+    3: Image.Transpose.ROTATE_180,
+    4: Image.Transpose.FLIP_TOP_BOTTOM,
+    5: Image.Transpose.TRANSPOSE,
+    6: Image.Transpose.ROTATE_270,
+    7: Image.Transpose.TRANSVERSE,
+    8: Image.Transpose.ROTATE_90,
+}
+_SWAPS_SIDES = frozenset({5, 6, 7, 8})
+
+
+def _decode_image(data: bytes, mode: str = "pil", size: int | tuple[int, int] | None = None) -> Any:
+    image = Image.open(io.BytesIO(data))
+    orientation = image.getexif().get(_ORIENTATION_TAG, 1)
+    transpose = _TRANSPOSES.get(orientation)
+    # Sizes asked for are of the upright picture; the stored one is on its side for orientations 5-8.
+    if isinstance(size, tuple):
+        height, width = size
+        stored = (height, width) if orientation in _SWAPS_SIDES else (width, height)
+    else:
+        stored = None if size is None else (size, size)
+    if stored is not None:
+        image.draft("RGB", stored)  # JPEG only: libjpeg scales the DCT, skipping most of the work
+    if image.mode != "RGB":
+        # Pillow warns when a palette with byte transparency goes straight to RGB; via RGBA it is silent.
+        if image.mode in ("P", "PA") and "transparency" in image.info:
+            image = image.convert("RGBA")
+        image = image.convert("RGB")
+    if stored is not None:
+        factor = _reduction(image.size, stored)
+        if factor > 1:
+            image = image.reduce(factor)  # a box filter: what is left after draft mode, or other formats
+    if isinstance(size, tuple) and image.size != stored:
+        image = image.resize(stored, Image.Resampling.BILINEAR)
+    if transpose is not None:
+        image = image.transpose(transpose)
+    if mode == "pil":
+        image.load()
+        return image
+    # np.asarray would be a read-only view of Pillow's bytes; one more copy of the pixels (a few percent
+    # of a JPEG decode) buys a writable array, which torch.from_numpy needs to share memory safely.
+    pixels = np.array(image)
+    if mode == "numpy":
+        return pixels
+    return torch.from_numpy(pixels).permute(2, 0, 1)
+
+
+def _reduction(size: tuple[int, int], target: tuple[int, int]) -> int:
+    scale = min(size[0] // target[0], size[1] // target[1])
+    # Powers of two, as JPEG's draft mode offers, so every format reduces alike.
+    return 1 << (scale.bit_length() - 1) if scale > 1 else 1
+
+
+def _decode_audio(data: bytes, rate: int | None = None, mono: bool = False) -> tuple[torch.Tensor, int]:
+    decoders = _require("torchcodec.decoders", "audio decoding", "audio")
+    decoded = decoders.AudioDecoder(data).get_all_samples()
+    samples, sample_rate = decoded.data, int(decoded.sample_rate)
+    if mono and samples.shape[0] != 1:
+        samples = samples.mean(dim=0, keepdim=True)  # before resampling: one channel costs less
+    if rate is not None and rate != sample_rate:
+        # torchaudio's resampler, not FFmpeg's: the one the packer's --audio-rate uses, so audio resampled
+        # at pack time and at read time match.
+        functional = _require("torchaudio.functional", "audio resampling", "audio")
+        samples, sample_rate = functional.resample(samples, sample_rate, rate), rate
+    return samples, sample_rate
+
+
+def _decode_video(data: bytes, frames: int | None = None) -> torch.Tensor:
+    decoders = _require("torchcodec.decoders", "video decoding", "video")
+    # "exact" scans the packets once, without decoding, for a true frame count to spread indices over.
+    decoder = decoders.VideoDecoder(data, seek_mode="exact")
+    count = len(decoder)
+    if count == 0:
+        raise ValueError("the video has no frames")
+    if frames is None:
+        return decoder.get_frames_in_range(0, count).data
+    # First and last frame included; asking for more frames than there are repeats some, so the shape
+    # is always [frames, C, H, W] and clips batch together.
+    indices = np.linspace(0, count - 1, frames).round().astype(np.int64).tolist()
+    return decoder.get_frames_at(indices).data
+
+
+def _require(module: str, what: str, extra: str) -> Any:
+    try:
+        return importlib.import_module(module)
+    except (ImportError, OSError, RuntimeError) as exc:  # OSError/RuntimeError: FFmpeg libraries missing
+        package = module.split(".")[0]
+        raise ImportError(f"{what} needs {package}: pip install 'shardstream[{extra}]' ({exc})") from exc
+
+
+def _keep(data: bytes) -> bytes:
+    return data
+
+
+def _text(data: bytes) -> str:
+    return data.decode("utf-8")
+
+
+def _json(data: bytes) -> Any:
+    return json.loads(data)
+
+
+def _int(data: bytes) -> int:
+    return int(data)  # int() takes ASCII bytes and ignores surrounding whitespace: b"7\n" -> 7
+
+
+def _npy(data: bytes) -> np.ndarray:
+    return np.load(io.BytesIO(data), allow_pickle=False)
+
+
+def _npz(data: bytes) -> dict[str, np.ndarray]:
+    with np.load(io.BytesIO(data), allow_pickle=False) as archive:
+        return {name: archive[name] for name in archive.files}
+
+
+def _torch(data: bytes) -> Any:
+    return torch.load(io.BytesIO(data), weights_only=True)
+
+
+def _msgpack(data: bytes) -> Any:
+    try:
+        import msgpack
+    except ImportError:
+        return data  # msgpack is not a dependency; without it these members stay bytes, like unknown ones
+    return msgpack.unpackb(data, raw=False)
+
+
+DECODERS: dict[str, Decoder] = {
+    **dict.fromkeys(IMAGE_EXTENSIONS, _decode_image),
+    **dict.fromkeys(AUDIO_EXTENSIONS, _decode_audio),
+    **dict.fromkeys(VIDEO_EXTENSIONS, _decode_video),
+    "txt": _text,
+    "json": _json,
+    **dict.fromkeys(("cls", "cls2", "index", "inx", "id"), _int),
+    "npy": _npy,
+    "npz": _npz,
+    "pth": _torch,
+    "pt": _torch,
+    "mp": _msgpack,
+    "msgpack": _msgpack,
+}
+
+
+def register_decoder(ext: str, fn: Decoder) -> None:
+    """Add or replace the decoder for an extension ("jpg") or a full member name ("image.jpg"), globally.
+
+    Affects SampleDecoders made afterwards, and wins over their media options for that name.
+    """
+    DECODERS[_check_name(ext, "ext")] = _check_decoder(fn, "fn")
+
+
+def _check_name(name: Any, argument: str) -> str:
+    if not isinstance(name, str) or not name or name.startswith(".") or name.endswith("."):
+        raise ValueError(
+            f"{argument} must be an extension like 'jpg' or a member name like 'image.jpg', not {name!r}"
+        )
+    return name.lower()
+
+
+def _check_decoder(fn: Any, argument: str) -> Decoder:
+    if not callable(fn):
+        raise ValueError(f"{argument} must be callable, taking bytes, not {fn!r}")
+    return fn
+
+
+def _positive_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+class SampleDecoder:
+    """Turn a sample's member bytes into Python objects by extension; see the module docstring."""
+
+    def __init__(
+        self,
+        *,
+        image: str = "pil",
+        image_size: int | tuple[int, int] | None = None,
+        audio_rate: int | None = None,
+        audio_mono: bool = False,
+        video_frames: int | None = None,
+        decoders: Mapping[str, Decoder] | None = None,
+        fields: Sequence[str] | None = None,
+    ) -> None:
+        if image not in _IMAGE_MODES:
+            raise ValueError(f"image must be one of {', '.join(_IMAGE_MODES)}, not {image!r}")
+        size = _check_image_size(image_size)
+        if size is not None and image == "raw":
+            raise ValueError("image_size needs decoded images; it does nothing with image='raw'")
+        if audio_rate is not None and not _positive_int(audio_rate):
+            raise ValueError(f"audio_rate must be a positive integer (Hz), not {audio_rate!r}")
+        if not isinstance(audio_mono, bool):
+            raise ValueError(f"audio_mono must be True or False, not {audio_mono!r}")
+        if video_frames is not None and not _positive_int(video_frames):
+            raise ValueError(f"video_frames must be a positive integer, not {video_frames!r}")
+        if decoders is not None and not isinstance(decoders, Mapping):
+            raise ValueError(f"decoders must map extensions or member names to functions, not {decoders!r}")
+        if fields is not None and (
+            isinstance(fields, str)
+            or not isinstance(fields, Sequence)
+            or not all(isinstance(f, str) and f for f in fields)
+        ):
+            raise ValueError(f"fields must be a list of member names like ['jpg', 'json'], not {fields!r}")
+
+        # Bound to plain data with partial, not closures, so the table pickles.
+        bound: dict[Decoder, Decoder] = {
+            _decode_image: _keep if image == "raw" else partial(_decode_image, mode=image, size=size),
+            _decode_audio: partial(_decode_audio, rate=audio_rate, mono=audio_mono),
+            _decode_video: partial(_decode_video, frames=video_frames),
+        }
+        # A global registration that replaced a media decoder is not a built-in any more: it is kept.
+        table = {name: bound.get(fn, fn) for name, fn in DECODERS.items()}
+        for name, fn in (decoders or {}).items():
+            table[_check_name(name, "decoders key")] = _check_decoder(fn, f"decoders[{name!r}]")
+        self._table = table
+        self._fields = None if fields is None else frozenset(fields)
+        self._field_order = None if fields is None else tuple(fields)
+
+    def __call__(self, sample: dict[str, Any]) -> dict[str, Any]:
+        if self._fields is not None:
+            missing = [name for name in self._field_order if name not in sample]
+            if missing:
+                present = sorted(name for name in sample if not name.startswith("__"))
+                raise KeyError(
+                    f"sample {sample.get('__key__')!r} from {sample.get('__url__')} has no member "
+                    f"{missing[0]!r} (fields asked for: {list(self._field_order)}; present: {present})"
+                )
+        out: dict[str, Any] = {}
+        for name, value in sample.items():
+            if name.startswith("__"):
+                out[name] = value
+            elif self._fields is not None and name not in self._fields:
+                continue
+            elif not isinstance(value, (bytes, bytearray, memoryview)):
+                out[name] = value  # decoded already, by an earlier stage
+            else:
+                out[name] = self._decode_member(
+                    sample, name, bytes(value) if isinstance(value, memoryview) else value
+                )
+        return out
+
+    def _decode_member(self, sample: dict[str, Any], name: str, data: bytes) -> Any:
+        try:
+            return self._decode(name, data)
+        except ImportError:
+            raise  # a missing optional dependency, not a bad shard
+        except Exception as exc:
+            raise ShardReadError(
+                f"does not decode: {_reason(exc)}",
+                url=str(sample.get("__url__", "<no __url__>")),
+                member=f"{sample.get('__key__')}.{name}",
+                offset=sample.get("__offset__"),
+            ) from exc
+
+    def _decode(self, name: str, data: bytes) -> Any:
+        lowered = name.lower()
+        fn = self._table.get(lowered)
+        if fn is not None:
+            return fn(data)
+        ext = lowered.rsplit(".", 1)[-1]
+        fn = self._table.get(ext)
+        if fn is not None:
+            return fn(data)
+        if ext == "gz":
+            rest = name[: -len(".gz")]
+            data = gzip.decompress(data)
+            return self._decode(rest, data) if rest else data
+        return data
+
+
+def _check_image_size(size: Any) -> int | tuple[int, int] | None:
+    if size is None or _positive_int(size):
+        return size
+    if isinstance(size, (tuple, list)) and len(size) == 2 and all(_positive_int(side) for side in size):
+        return (size[0], size[1])
+    raise ValueError(
+        f"image_size must be a positive integer (shorter side, at least) or (height, width), not {size!r}"
+    )
+
+
+def _reason(exc: BaseException) -> str:
+    # torchcodec prefixes C++ frames ("SingleStreamDecoder, /path/File.cpp:70, ..."); keep the human part.
+    text = str(exc).strip()
+    first = text.splitlines()[0] if text else type(exc).__name__
+    # Pillow names the BytesIO it was handed, which tells a reader nothing.
+    return re.sub(r"^.*\.cpp:\d+, | <_io\.BytesIO object at 0x[0-9a-f]+>", "", first)
