@@ -1,0 +1,47 @@
+"""A real torchrun job: 3 ranks x 2 workers over 7 very uneven shards, DDP (gloo) trains without hanging."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+from tests.conftest import write_dataset
+
+SCRIPT = Path(__file__).parent / "scripts" / "ddp_train.py"
+COUNTS = [97, 1, 0, 38, 5, 160, 12]  # fewer shards than ranks x workers would need to be whole
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_torchrun_ddp_every_sample_once_equal_batches_no_hang(tmp_path):
+    index = write_dataset(tmp_path / "data", COUNTS)
+    out = tmp_path / "out"
+    out.mkdir()
+    command = [
+        sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", "3",
+        "--master-addr", "127.0.0.1", "--master-port", str(_free_port()), str(SCRIPT), str(index), str(out),
+    ]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env, check=False)
+    assert result.returncode == 0, result.stderr[-4000:]
+    ranks = [json.loads((out / f"rank-{r}.json").read_text()) for r in range(3)]
+    total = sum(COUNTS)
+    for epoch in range(2):
+        batches = {r["epochs"][epoch]["batches"] for r in ranks}
+        assert len(batches) == 1, f"epoch {epoch}: batch counts differ across ranks: {batches}"
+        seen = Counter(k for r in ranks for k in r["epochs"][epoch]["keys"])
+        assert max(seen.values()) == 1
+        assert total - len(seen) < 3
+        assert all(len(r["epochs"][epoch]["keys"]) == r["len"] == total // 3 for r in ranks)
+    first = {k for k in ranks[0]["epochs"][0]["keys"]}
+    second = {k for k in ranks[0]["epochs"][1]["keys"]}
+    assert first != second  # a new partition every epoch
