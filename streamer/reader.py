@@ -12,7 +12,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from packer.errors import ShardReadError
-from packer.format import decode_offsets, split_member_name
+from packer.format import decode_offsets
 from packer.format.tarread import iter_members
 
 from .nodes import Node
@@ -36,7 +36,9 @@ def group_samples(
     sample: dict[str, Any] | None = None
     i = 0
     for member in members:
-        key, ext = split_member_name(member.name)
+        name = member.name
+        dot = name.find(".", name.rfind("/") + 1)  # split_member_name, inlined on the hot path
+        key, ext = (name[:dot], name[dot + 1 :]) if dot >= 0 else (name, "")
         if sample is None or key != sample["__key__"]:
             if sample is not None:
                 yield sample

@@ -177,3 +177,13 @@ def test_errors_survive_pickling_across_processes():
     ):
         copy = pickle.loads(pickle.dumps(error))
         assert type(copy) is type(error) and str(copy) == str(error)
+
+
+@pytest.mark.parametrize("checksum_field", [b"%06o\0 ", b"%07o\0", b" %05o\0 "])
+def test_reader_accepts_every_common_checksum_spelling(checksum_field):
+    header = bytearray(member_header("k.txt", 1))
+    header[148:156] = b" " * 8
+    value = sum(header)
+    header[148:156] = (checksum_field.decode() % value).encode()
+    archive = bytes(header) + b"x" + b"\0" * 511 + end_of_archive()
+    assert [m.name for m in iter_members(io.BytesIO(archive))] == ["k.txt"]
