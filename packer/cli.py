@@ -49,13 +49,18 @@ class _Bar(ProgressHook):
 
         self.bar = tqdm(unit=" samples", disable=quiet, file=sys.stderr, dynamic_ncols=True, smoothing=0.1)
         self.bytes = 0
+        self.samples = 0
         self.shards = 0
         self.rejects = 0
+        self.quiet = quiet
 
     def sample(self, nbytes: int) -> None:
         self.bytes += nbytes
+        self.samples += 1
+        if self.quiet:
+            return
         self.bar.update(1)
-        if self.bar.n % 256 == 0:
+        if self.samples % 256 == 0:
             self._postfix()
 
     def shard(self, count: int) -> None:
@@ -66,6 +71,8 @@ class _Bar(ProgressHook):
         self.rejects += 1
 
     def _postfix(self) -> None:
+        if self.quiet:
+            return
         elapsed = max(self.bar.format_dict.get("elapsed", 0) or 0, 1e-6)
         self.bar.set_postfix(
             MBps=f"{self.bytes / elapsed / 1e6:.1f}", shards=self.shards, rejects=self.rejects, refresh=False

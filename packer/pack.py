@@ -88,7 +88,6 @@ class _Packer:
         self.work = outdir / WORK_DIR_NAME
         self.progress = PackProgress()
         self.writer: TarShardWriter | None = None
-        self.shard_keys: set[str] = set()
 
     # -- setup -----------------------------------------------------------------------------------------
     def prepare(self) -> bool:
@@ -147,7 +146,7 @@ class _Packer:
         position = self.progress.position
         try:
             for item in loaded:
-                if isinstance(item, Sample) and item.key in self.shard_keys:
+                if isinstance(item, Sample) and self.writer is not None and item.key in self.writer.keys:
                     item = Reject(
                         item.source, f"key {item.key!r} repeats a key already in this shard", "duplicate-key"
                     )
@@ -181,7 +180,6 @@ class _Packer:
             self.writer = TarShardWriter(
                 path, max_size=self.options.max_size, max_count=self.options.max_count
             )
-            self.shard_keys = set()
         max_size = self.options.max_size
         if max_size is not None and nbytes + END_OF_ARCHIVE > max_size:
             self.progress.oversized += 1
@@ -191,7 +189,6 @@ class _Packer:
                 stacklevel=2,
             )
         self.writer.add(sample.key, chunks, nbytes)
-        self.shard_keys.add(sample.key)
         p = self.progress
         p.samples += 1
         p.payload_bytes += sample.nbytes

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from array import array
 from pathlib import Path
 from types import TracebackType
 
@@ -45,8 +46,9 @@ class TarShardWriter:
         self.max_count = max_count
         self.count = 0
         self.size = 0
-        self.offsets: list[int] = []
-        self.keys: list[str] = []
+        # Per-shard bookkeeping only: memory is bounded by the shard, never by the dataset.
+        self.offsets = array("q")
+        self.keys: set[str] = set()
         self._tmp = temp_path(path)
         self._handle = open(self._tmp, "wb", buffering=1 << 20)  # noqa: SIM115 - closed in close()/abort()
         self._hash = hashlib.sha256()
@@ -59,7 +61,7 @@ class TarShardWriter:
 
     def add(self, key: str, chunks: list[bytes], nbytes: int) -> None:
         self.offsets.append(self.size)
-        self.keys.append(key)
+        self.keys.add(key)
         data = b"".join(chunks)
         self._handle.write(data)
         self._hash.update(data)

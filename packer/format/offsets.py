@@ -20,7 +20,10 @@ def offsets_name(shard: str) -> str:
 
 
 def encode_offsets(offsets: Sequence[int]) -> bytes:
-    return struct.pack(f"<{len(offsets)}Q", *offsets)
+    values = array("Q", offsets)
+    if struct.pack("=I", 1) != struct.pack("<I", 1):
+        values.byteswap()
+    return values.tobytes()
 
 
 def decode_offsets(data: bytes, *, source: str = "offsets", samples: int | None = None) -> array:

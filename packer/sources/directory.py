@@ -48,7 +48,13 @@ def _walk(directory: str, rel: str, top: str, ancestors: frozenset[str]) -> Iter
                 yield Reject(path, f"symlink points outside SOURCE, to {real}", "outside")
                 continue
         try:
-            mode = os.stat(real).st_mode
+            # scandir already knows the type of plain entries; only links need a stat of their target.
+            if real is path:
+                mode = stat.S_IFDIR if entry.is_dir(follow_symlinks=False) else (
+                    stat.S_IFREG if entry.is_file(follow_symlinks=False) else os.stat(path).st_mode
+                )
+            else:
+                mode = os.stat(real).st_mode
         except OSError as exc:
             yield Reject(path, f"cannot stat: {exc.strerror or exc}", "unreadable")
             continue
