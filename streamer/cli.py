@@ -6,26 +6,23 @@ import json
 import tempfile
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from packer.cli import app
-from packer.format import BracePattern, DatasetIndex, split_member_name
-from packer.format.tarread import iter_members
 
 __all__ = ["app", "main"]
 
 
 @app.command("demo")
 def demo_command(
-    workdir: Annotated[
-        Path | None, typer.Option(help="Keep the corpus and shards here (default: a temp folder).")
-    ] = None,
+    workdir: Annotated[Path | None, typer.Option(help="Keep the corpus and shards here (default: a temp folder).")] = None,  # noqa: E501
     samples: Annotated[int, typer.Option(help="Samples in the generated corpus.")] = 48,
+    workers: Annotated[int, typer.Option(help="DataLoader workers for the streaming part.")] = 2,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
 ) -> None:
-    """Make a small multimodal corpus, pack it, read it back, and print a summary."""
+    """Make a small multimodal corpus, pack it, stream it back decoded through a DataLoader, summarise."""
     from packer import PackOptions, pack
     from packer.synth import make_corpus
 
@@ -33,44 +30,63 @@ def demo_command(
         root = workdir or Path(tmp)
         started = time.monotonic()
         corpus = make_corpus(root / "corpus", samples)
-        options = PackOptions(max_size=64 * 1024, workers=1, overwrite=True)
-        from_dir = pack(corpus.files_dir, root / "shards-dir", options)
-        from_manifest = pack(corpus.manifest, root / "shards-manifest", options)
-        read = {}
-        for name, summary in (("directory", from_dir), ("manifest", from_manifest)):
-            index = DatasetIndex.load(summary.index)
-            base = Path(summary.index).parent
-            keys, members, extensions = set(), 0, {}
-            for shard in BracePattern(index.pattern):
-                with open(base / shard, "rb") as handle:
-                    for member in iter_members(handle, url=shard):
-                        key, ext = split_member_name(member.name)
-                        keys.add(key)
-                        members += 1
-                        extensions[ext] = extensions.get(ext, 0) + 1
-            read[name] = {
+        options = PackOptions(max_size=64 * 1024, overwrite=True)
+        result: dict[str, Any] = {"corpus_samples": corpus.samples}
+        for layout, source in (("directory", corpus.files_dir), ("manifest", corpus.manifest)):
+            summary = pack(source, root / f"shards-{layout}", options)
+            result[layout] = {
                 "pattern": summary.pattern,
                 "shards": summary.shards,
                 "samples_packed": summary.samples,
-                "samples_read": len(keys),
-                "members_read": members,
                 "bytes": summary.bytes,
                 "skipped": summary.skipped,
-                "extensions": dict(sorted(extensions.items())),
+                **_stream_summary(Path(summary.index), workers),
             }
-        result = {"corpus_samples": corpus.samples, "seconds": round(time.monotonic() - started, 2), **read}
+        result["seconds"] = round(time.monotonic() - started, 2)
     if as_json:
         typer.echo(json.dumps(result, indent=2))
         return
     typer.echo(f"corpus: {corpus.samples} synthetic samples (images, audio, video, text, json)")
-    for name in ("directory", "manifest"):
-        r = result[name]
+    for layout in ("directory", "manifest"):
+        r = result[layout]
         typer.echo(
-            f"{name:9} -> {r['shards']} shards {r['pattern']}: packed {r['samples_packed']} samples, "
-            f"read back {r['samples_read']} samples / {r['members_read']} members, {r['bytes'] / 1e6:.2f} MB"
+            f"{layout:9} packed {r['samples_packed']} samples into {r['shards']} shards {r['pattern']} "
+            f"({r['bytes'] / 1e6:.2f} MB); streamed {r['samples_read']} samples with {workers} workers"
         )
-        typer.echo(f"{'':12} members by extension: {r['extensions']}")
+        for kind, info in r["decoded"].items():
+            typer.echo(f"{'':12}{kind:5} x{info['count']:<3} {info['example']}")
+        typer.echo(f"{'':12}errors: {r['errors']}")
     typer.echo(f"done in {result['seconds']}s")
+
+
+def _stream_summary(index: Path, workers: int) -> dict[str, Any]:
+    """Stream a packed dataset back, decoded, and describe what came out."""
+    from torch.utils.data import DataLoader
+
+    from streamer import ShardDataset
+
+    dataset = ShardDataset(index, image="torch", video_frames=4, buffer_size=16)
+    loader = DataLoader(dataset, batch_size=None, num_workers=workers)
+    keys, decoded = set(), {}
+    for sample in loader:
+        keys.add(sample["__key__"])
+        for name, value in sample.items():
+            if name.startswith("__"):
+                continue
+            kind = name.rsplit(".", 1)[-1]
+            shape = _describe(value)
+            entry = decoded.setdefault(kind, {"count": 0, "example": shape})
+            entry["count"] += 1
+    return {"samples_read": len(keys), "decoded": dict(sorted(decoded.items())), "errors": dataset.errors}
+
+
+def _describe(value: Any) -> str:
+    # DataLoader turns (waveform, rate) tuples into lists.
+    if isinstance(value, (tuple, list)) and len(value) == 2 and hasattr(value[0], "shape"):
+        return f"audio {tuple(value[0].shape)} @ {value[1]} Hz"
+    if hasattr(value, "shape"):
+        return f"{type(value).__name__} {tuple(value.shape)} {getattr(value, 'dtype', '')}"
+    return type(value).__name__
 
 
 def main() -> None:

@@ -202,18 +202,29 @@ class ShardDataset(IterableDataset):
         node.reset(node_state)
         self._node, self._epoch_in_use, self._place = node, epoch, place
         decode = self._decode
-        for _shard, _index, sample in node:
+        for shard, index, sample in node:
             if decode is None:
                 yield sample
                 continue
             try:
-                yield decode(sample)
+                decoded = decode(sample)
             except (ShardReadError, KeyError) as exc:
                 if self.on_error == "raise":
-                    raise
+                    raise self._locate(exc, reader, shard, index) from exc.__cause__ or exc
                 self._shared.add("decode_errors")
                 if self.on_error == "warn":
                     warnings.warn(f"skipping undecodable sample: {exc}", stacklevel=2)
+                continue
+            yield decoded
+
+    @staticmethod
+    def _locate(exc: Exception, reader: SampleReader, shard: int, index: int) -> Exception:
+        """Add the sample's byte offset to a decode error, found only now, on the error path."""
+        if not isinstance(exc, ShardReadError) or exc.offset is not None:
+            return exc
+        offsets = reader.offsets(shard)
+        offset = int(offsets[index]) if offsets is not None else None
+        return ShardReadError(exc.message, url=exc.url, member=exc.member, offset=offset)
 
 
 def per_worker_counts(total: int, world: int, workers: int, remainder: str = "drop") -> np.ndarray:

@@ -160,9 +160,12 @@ def test_image_size_tuple_gives_exactly_height_by_width(ext: str) -> None:
         drafted.draft("RGB", (70, 50))
         assert drafted.size == (128, 96)
         expected = np.asarray(drafted.resize((70, 50), Image.Resampling.BILINEAR))
-        np.testing.assert_array_equal(out.permute(1, 2, 0).numpy(), expected)
+        pil = SampleDecoder(image="pil", image_size=(50, 70))(sample(**{ext: data}))[ext]
+        np.testing.assert_array_equal(np.asarray(pil), expected)  # Pillow's resize after libjpeg's draft
+        # numpy/torch output is resized by torch's uint8 kernel: within one level of Pillow's.
+        np.testing.assert_allclose(out.permute(1, 2, 0).numpy(), expected, atol=1)
     enlarged = SampleDecoder(image="numpy", image_size=(300, 400))(sample(**{ext: data}))[ext]
-    assert enlarged.shape == (300, 400, 3)
+    assert enlarged.shape == (300, 400, 3) and enlarged.flags.c_contiguous
 
 
 def test_exif_orientation_is_applied_and_sizes_are_of_the_upright_picture() -> None:
