@@ -10,6 +10,7 @@ from typing import Any
 
 _EXPORTS = {
     "ON_ERROR": "reader",
+    "Padded": "collate",
     "Permutation": "permute",
     "SampleDecoder": "decode",
     "SampleReader": "reader",
@@ -21,6 +22,7 @@ _EXPORTS = {
     "counted_segments": "placement",
     "group_samples": "reader",
     "open_stream": "openers",
+    "pad_collate": "collate",
     "register_decoder": "decode",
     "register_opener": "openers",
 }
