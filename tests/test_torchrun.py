@@ -45,3 +45,22 @@ def test_torchrun_ddp_every_sample_once_equal_batches_no_hang(tmp_path):
     first = {k for k in ranks[0]["epochs"][0]["keys"]}
     second = {k for k in ranks[0]["epochs"][1]["keys"]}
     assert first != second  # a new partition every epoch
+
+
+def test_the_ddp_example_runs(tmp_path):
+    from packer import PackOptions, pack
+    from packer.synth import make_jpegs
+
+    raw = make_jpegs(tmp_path / "raw", 60, size=(32, 32))
+    pack(raw, tmp_path / "shards", PackOptions(max_count=7))
+    example = Path(__file__).resolve().parents[1] / "examples" / "train_ddp.py"
+    command = [
+        sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", "2",
+        "--master-addr", "127.0.0.1", "--master-port", str(_free_port()), str(example),
+        str(tmp_path / "shards"), str(tmp_path / "ckpt.pt"),
+    ]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env, check=False)
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert "epoch 1: 4 batches per rank" in result.stdout
+    assert (tmp_path / "ckpt.pt").exists()
