@@ -6,6 +6,7 @@ from .errors import (
     MediaError,
     PackError,
     RejectedInput,
+    ShardNotFoundError,
     ShardReadError,
     ShardstreamError,
 )
@@ -22,6 +23,7 @@ __all__ = [
     "PackSummary",
     "ProgressHook",
     "RejectedInput",
+    "ShardNotFoundError",
     "ShardReadError",
     "ShardstreamError",
     "pack",

@@ -7,6 +7,7 @@
     │   └── RejectedInput      one sample/record/file is unusable; skipped and reported unless --strict
     │       └── MediaError     a media file that does not decode (or re-encode)
     └── ShardReadError         reading a shard failed; carries the URL, member and byte offset
+        └── ShardNotFoundError the shard (or a sidecar) does not exist: 404, 410, no such file
 
 Option errors are plain ``ValueError`` naming the argument.
 """
@@ -21,6 +22,7 @@ __all__ = [
     "MediaError",
     "PackError",
     "RejectedInput",
+    "ShardNotFoundError",
     "ShardReadError",
     "ShardstreamError",
 ]
@@ -85,3 +87,7 @@ def _rebuild_read_error(
     cls: type[ShardReadError], message: str, url: str, member: str | None, offset: int | None
 ) -> ShardReadError:
     return cls(message, url=url, member=member, offset=offset)
+
+
+class ShardNotFoundError(ShardReadError):
+    """The object is not there (HTTP 404/410, no such file): retrying will not help."""

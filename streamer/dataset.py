@@ -16,7 +16,9 @@ from torch.utils.data import IterableDataset, get_worker_info
 
 from packer.errors import ShardReadError
 
+from .http import HttpOptions
 from .nodes import Node
+from .openers import OpenOptions, scheme_of
 from .placement import ResampledShards, WholeShards, counted_segments, rank_quota
 from .reader import ON_ERROR, RawSample, SampleReader
 from .shards import ShardList
@@ -70,6 +72,11 @@ class ShardDataset(IterableDataset):
         on_error: str = "raise",
         rank: int | None = None,
         world_size: int | None = None,
+        http: HttpOptions | None = None,
+        cache_dir: str | os.PathLike[str] | None = None,
+        cache_size: int | str | None = None,
+        prefetch: int | None = None,
+        prefetch_bytes: int = 64 << 20,
     ) -> None:
         super().__init__()
         if on_error not in ON_ERROR:
@@ -78,7 +85,22 @@ class ShardDataset(IterableDataset):
             raise ValueError(f"remainder must be 'drop' or 'pad', not {remainder!r}")
         if buffer_size < 1:
             raise ValueError(f"buffer_size must be >= 1, not {buffer_size}")
-        self.shards = ShardList.from_source(source)
+        if isinstance(cache_size, str):
+            from packer.options import parse_size
+
+            cache_size = parse_size(cache_size, name="cache_size")
+        self.open_options = OpenOptions(
+            http=http or HttpOptions(),
+            cache_dir=os.fspath(cache_dir) if cache_dir is not None else None,
+            cache_size=cache_size,
+        )
+        self.shards = ShardList.from_source(source, self.open_options)
+        if prefetch is not None and prefetch < 0:
+            raise ValueError(f"prefetch must be >= 0, not {prefetch}")
+        # Read-ahead pays off where latency is: remote shards. Local ones come from the page cache.
+        remote = scheme_of(self.shards.urls[0]) not in ("file", "pipe")
+        self.prefetch = prefetch if prefetch is not None else (2 if remote else 0)
+        self.prefetch_bytes = prefetch_bytes
         self.shuffle = shuffle
         self.seed = seed
         self.buffer_size = buffer_size
@@ -193,8 +215,11 @@ class ShardDataset(IterableDataset):
             epoch, node_state = int(pending["epoch"]), pending["node"]
         elif pending:
             epoch = int(pending["epoch"])
-        reader = SampleReader(self.shards, self._segments(place, epoch), fields=self.fields,
-                              on_error=self.on_error, counters=self._shared)  # fmt: skip
+        reader = SampleReader(
+            self.shards, self._segments(place, epoch), fields=self.fields, on_error=self.on_error,
+            counters=self._shared, options=self.open_options, prefetch=self.prefetch,
+            prefetch_bytes=self.prefetch_bytes,
+        )  # fmt: skip
         node: Node[RawSample] = reader
         if self.shuffle and self.buffer_size > 1:
             node = ShuffleBuffer(reader, size=self.buffer_size, initial=self.initial,

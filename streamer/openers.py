@@ -1,6 +1,7 @@
 """Openers by URL scheme, in a name-to-function registry: a shard URL in, a byte stream at an offset out.
 
-Local files seek; gzip-compressed shards and pipes cannot, so their callers read and skip instead.
+Local files and HTTP(S) start at any byte (a seek, a Range request); gzip-compressed shards and pipes
+cannot, so their callers read and skip. Remote objects go through the local cache when one is set.
 """
 
 from __future__ import annotations
@@ -8,20 +9,45 @@ from __future__ import annotations
 import gzip
 import os
 import shlex
+import shutil
 import subprocess
 from collections.abc import Callable
-from typing import BinaryIO
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any, BinaryIO
 from urllib.parse import urlparse
 
-from packer.errors import ShardReadError
+from packer.errors import ShardNotFoundError, ShardReadError
 
-Opener = Callable[[str, int], BinaryIO]
+from .http import HttpOptions, HttpStream, read_http, redact
+
+Opener = Callable[[str, int, "OpenOptions"], BinaryIO]
 OPENERS: dict[str, Opener] = {}
 _BUFFER = 1 << 20
+_LOCAL = ("file", "pipe")
+
+
+@dataclass(frozen=True)
+class OpenOptions:
+    """How shards are reached: HTTP settings and an optional local cache for remote objects."""
+
+    http: HttpOptions = field(default_factory=HttpOptions)
+    cache_dir: str | None = None
+    cache_size: int | None = None
+
+    def cache(self) -> Any:
+        return _cache(self.cache_dir, self.cache_size) if self.cache_dir else None
+
+
+@lru_cache(maxsize=8)
+def _cache(cache_dir: str, cache_size: int | None) -> Any:
+    from .cache import ShardCache
+
+    return ShardCache(cache_dir, cache_size)
 
 
 def register_opener(scheme: str, opener: Opener) -> None:
-    """Make ``scheme://...`` URLs (or ``pipe:``) open through ``opener(url, offset)``."""
+    """Make ``scheme://...`` URLs (or ``pipe:``) open through ``opener(url, offset, options)``."""
     OPENERS[scheme] = opener
 
 
@@ -38,19 +64,20 @@ def is_compressed(url: str) -> bool:
 
 
 def seekable(url: str) -> bool:
-    return scheme_of(url) == "file" and not is_compressed(url)
+    """Whether a stream can start at any byte (so the offsets sidecar is worth reading)."""
+    return scheme_of(url) != "pipe" and not is_compressed(url)
 
 
 def _local_path(url: str) -> str:
     return urlparse(url).path if url.startswith("file://") else url
 
 
-def _open_file(url: str, offset: int) -> BinaryIO:
+def _open_file(url: str, offset: int, options: OpenOptions) -> BinaryIO:
     path = _local_path(url)
     try:
         handle = open(path, "rb", buffering=_BUFFER)  # noqa: SIM115 - the caller closes it
     except FileNotFoundError as exc:
-        raise ShardReadError("shard not found", url=url) from exc
+        raise ShardNotFoundError("shard not found", url=url) from exc
     except OSError as exc:
         raise ShardReadError(f"cannot open shard: {exc.strerror or exc}", url=url) from exc
     if offset:
@@ -58,12 +85,40 @@ def _open_file(url: str, offset: int) -> BinaryIO:
     return handle
 
 
-def _open_pipe(url: str, offset: int) -> BinaryIO:
+def _open_pipe(url: str, offset: int, options: OpenOptions) -> BinaryIO:
     command = url[len("pipe:") :]
     process = subprocess.Popen(shlex.split(command), stdout=subprocess.PIPE, bufsize=_BUFFER)
-    assert process.stdout is not None
+    if process.stdout is None:
+        raise ShardReadError("pipe gave no stdout", url=url)
     _skip(process.stdout, offset, url)
     return process.stdout
+
+
+def _open_http(url: str, offset: int, options: OpenOptions) -> BinaryIO:
+    return HttpStream(url, offset, options.http)  # type: ignore[return-value]
+
+
+def _open_fsspec(url: str, offset: int, options: OpenOptions) -> BinaryIO:
+    scheme = scheme_of(url)
+    try:
+        import fsspec
+    except ImportError as exc:
+        raise ShardReadError(
+            f"reading {scheme}:// URLs needs fsspec and its {scheme} backend: pip install fsspec "
+            f"(plus e.g. s3fs for s3://, gcsfs for gs://, huggingface_hub for hf://)",
+            url=redact(url),
+        ) from exc
+    try:
+        handle = fsspec.open(url, "rb").open()
+    except ImportError as exc:
+        raise ShardReadError(f"{scheme}:// needs a backend package: {exc}", url=redact(url)) from exc
+    except FileNotFoundError as exc:
+        raise ShardNotFoundError("shard not found", url=redact(url)) from exc
+    except (OSError, ValueError) as exc:
+        raise ShardReadError(f"cannot open: {exc}", url=redact(url)) from exc
+    if offset:
+        handle.seek(offset)
+    return handle
 
 
 def _skip(stream: BinaryIO, count: int, url: str) -> None:
@@ -76,40 +131,70 @@ def _skip(stream: BinaryIO, count: int, url: str) -> None:
 
 register_opener("file", _open_file)
 register_opener("pipe", _open_pipe)
+register_opener("http", _open_http)
+register_opener("https", _open_http)
 
 
-def open_stream(url: str, offset: int = 0) -> BinaryIO:
+def _raw_open(url: str, offset: int, options: OpenOptions) -> BinaryIO:
+    opener = OPENERS.get(scheme_of(url), _open_fsspec)
+    return opener(url, offset, options)
+
+
+def _cached_path(url: str, options: OpenOptions, sha256: str | None) -> str:
+    def fetch(handle: BinaryIO) -> None:
+        with _raw_open(url, 0, options) as stream:
+            shutil.copyfileobj(stream, handle, _BUFFER)
+
+    return str(options.cache().get(url, fetch, sha256=sha256))
+
+
+def open_stream(
+    url: str, offset: int = 0, options: OpenOptions | None = None, *, sha256: str | None = None
+) -> BinaryIO:
     """A stream of the (decompressed) shard starting at byte ``offset``."""
-    scheme = scheme_of(url)
-    opener = OPENERS.get(scheme)
-    if opener is None:
-        raise ShardReadError(
-            f"no opener for {scheme}:// URLs; known: {', '.join(sorted(OPENERS))} "
-            "(register one with streamer.register_opener)",
-            url=url,
-        )
+    options = options or OpenOptions()
+    if options.cache_dir and scheme_of(url) not in _LOCAL:
+        url_for_open, local = _cached_path(url, options, sha256), True
+    else:
+        url_for_open, local = url, False
     if not is_compressed(url):
-        return opener(url, offset)
-    stream = gzip.GzipFile(fileobj=opener(url, 0), mode="rb")
+        return _open_file(url_for_open, offset, options) if local else _raw_open(url, offset, options)
+    inner = _open_file(url_for_open, 0, options) if local else _raw_open(url, 0, options)
+    stream = gzip.GzipFile(fileobj=inner, mode="rb")
     _skip(stream, offset, url)  # type: ignore[arg-type]
     return stream  # type: ignore[return-value]
 
 
-def read_small(url: str) -> bytes | None:
+def read_small(url: str, options: OpenOptions | None = None) -> bytes | None:
     """The whole of a small file (an index, an offsets sidecar), or None when it does not exist."""
-    if scheme_of(url) == "file":
+    options = options or OpenOptions()
+    scheme = scheme_of(url)
+    if scheme == "file":
         try:
             with open(_local_path(url), "rb") as handle:
                 return handle.read()
         except FileNotFoundError:
             return None
-    try:
-        with open_stream(url) as stream:
-            return stream.read()
-    except ShardReadError as exc:
-        if isinstance(exc.__cause__, FileNotFoundError) or "not found" in str(exc):
+    cache = options.cache()
+    if cache is not None and scheme != "pipe":
+        # Remember absence too: a second epoch over a cached dataset makes no request at all.
+        absent = cache.path_for(url).with_name(cache.path_for(url).name + ".absent")
+        if absent.exists():
             return None
-        raise
+        try:
+            with open(_cached_path(url, options, None), "rb") as handle:
+                return handle.read()
+        except ShardNotFoundError:
+            absent.parent.mkdir(parents=True, exist_ok=True)
+            absent.touch()
+            return None
+    if scheme in ("http", "https"):
+        return read_http(url, options.http)
+    try:
+        with _raw_open(url, 0, options) as stream:
+            return stream.read()
+    except ShardNotFoundError:
+        return None
 
 
 def join_url(base: str, name: str) -> str:

@@ -9,15 +9,16 @@ from __future__ import annotations
 import bisect
 import warnings
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, BinaryIO
 
 from packer.errors import ShardReadError
 from packer.format import decode_offsets
 from packer.format.tarread import iter_members
 
 from .nodes import Node
-from .openers import open_stream, read_small, seekable
+from .openers import OpenOptions, open_stream, read_small, seekable
 from .placement import Segment
+from .prefetch import Prefetcher, ReadAhead
 from .shards import ShardList
 from .shared import SharedState
 
@@ -63,6 +64,9 @@ class SampleReader(Node[RawSample]):
         fields: Sequence[str] | None = None,
         on_error: str = "raise",
         counters: SharedState | None = None,
+        options: OpenOptions | None = None,
+        prefetch: int = 0,
+        prefetch_bytes: int = 64 << 20,
     ) -> None:
         super().__init__()
         if on_error not in ON_ERROR:
@@ -72,6 +76,10 @@ class SampleReader(Node[RawSample]):
         self.keep = frozenset(fields) if fields else None
         self.on_error = on_error
         self.counters = counters or SharedState()
+        self.options = options or OpenOptions()
+        self.prefetch = prefetch
+        self.prefetch_bytes = prefetch_bytes
+        self._prefetcher: Prefetcher | None = None
         self._offsets_cache: tuple[int, Any] | None = None
 
     # -- offsets ---------------------------------------------------------------------------------------
@@ -79,25 +87,57 @@ class SampleReader(Node[RawSample]):
         """The shard's sample offsets (array of n+1) or None when it has no sidecar or cannot seek."""
         if self._offsets_cache is not None and self._offsets_cache[0] == shard:
             return self._offsets_cache[1]
-        url = self.shards.urls[shard]
-        values = None
-        if seekable(url):
-            data = read_small(self.shards.offsets_url(shard))
-            if data is not None:
-                expected = int(self.shards.counts[shard]) if self.shards.counts is not None else None
-                values = decode_offsets(data, source=self.shards.offsets_url(shard), samples=expected)
+        values = self._load_offsets(shard)
         self._offsets_cache = (shard, values)
         return values
 
+    def _load_offsets(self, shard: int) -> Any:
+        """Thread-safe: touches no reader state (the prefetch thread calls it too)."""
+        if not seekable(self.shards.urls[shard]):
+            return None
+        data = read_small(self.shards.offsets_url(shard), self.options)
+        if data is None:
+            return None
+        expected = int(self.shards.counts[shard]) if self.shards.counts is not None else None
+        return decode_offsets(data, source=self.shards.offsets_url(shard), samples=expected)
+
+    def _open(self, shard: int, first: int, offsets: Any) -> BinaryIO:
+        start_byte = int(offsets[first]) if offsets is not None and first < len(offsets) else 0
+        url, digest = self.shards.urls[shard], self.shards.sha256(shard)
+        return open_stream(url, start_byte, self.options, sha256=digest)
+
+    def _schedule(self, k: int) -> None:
+        """Start reading segments k+1.. in the background while segment k is consumed."""
+        if self._prefetcher is None:
+            return
+        for ahead in range(k + 1, k + 1 + self.prefetch):
+            try:
+                segment = self.segments[ahead]
+            except IndexError:
+                return
+
+            def opener(segment: Segment = segment) -> tuple[Any, BinaryIO]:
+                offsets = self._load_offsets(segment.shard)
+                return offsets, self._open(segment.shard, segment.start, offsets)
+
+            self._prefetcher.schedule(ahead, opener)
+
     # -- reading ---------------------------------------------------------------------------------------
-    def _samples(self, shard: int, first: int) -> Iterator[tuple[int, dict[str, Any]]]:
+    def _samples(
+        self, shard: int, first: int, ready: ReadAhead | None = None
+    ) -> Iterator[tuple[int, dict[str, Any]]]:
         """Samples of a shard from index ``first``: one seek with offsets, else read and skip."""
         url = self.shards.urls[shard]
-        offsets = self.offsets(shard)
+        if ready is not None:
+            offsets = ready.wait_opened()
+            self._offsets_cache = (shard, offsets)
+            stream: BinaryIO = ready  # type: ignore[assignment]
+        else:
+            offsets = self.offsets(shard)
+            stream = self._open(shard, first, offsets)
         start_byte = int(offsets[first]) if offsets is not None and first < len(offsets) else 0
         skip = 0 if offsets is not None else first
         ends = offsets[first + 1 :] if offsets is not None else None
-        stream = open_stream(url, start_byte)
         try:
             index = first - skip
             for sample in group_samples(iter_members(stream, url=url, start=start_byte), url, ends):
@@ -124,22 +164,33 @@ class SampleReader(Node[RawSample]):
     def _generate(self, state: dict[str, Any] | None) -> Iterator[RawSample]:
         k = state["segment"] if state else 0
         done = state["done"] if state else 0
-        while True:
-            try:
-                segment = self.segments[k]
-            except IndexError:
-                return
-            self._state = {"segment": k, "done": done}
-            yield from self._read_segment(k, segment, done)
-            k, done = k + 1, 0
-            self._state = {"segment": k, "done": 0}
+        if self._prefetcher is not None:
+            self._prefetcher.close()
+        self._prefetcher = Prefetcher(self.prefetch, self.prefetch_bytes) if self.prefetch else None
+        try:
+            while True:
+                try:
+                    segment = self.segments[k]
+                except IndexError:
+                    return
+                self._state = {"segment": k, "done": done}
+                self._schedule(k)
+                yield from self._read_segment(k, segment, done)
+                k, done = k + 1, 0
+                self._state = {"segment": k, "done": 0}
+        finally:
+            if self._prefetcher is not None:
+                self._prefetcher.close()
 
     def _read_segment(self, k: int, segment: Segment, done: int) -> Iterator[RawSample]:
         url = self.shards.urls[segment.shard]
         position = segment.start + done
+        ready = self._prefetcher.take(k) if self._prefetcher is not None and done == 0 else None
         while segment.stop is None or position < segment.stop:
             try:
-                for index, sample in self._samples(segment.shard, position):
+                samples = self._samples(segment.shard, position, ready)
+                ready = None  # after an error the segment reopens at the next good sample, directly
+                for index, sample in samples:
                     position = index + 1
                     self._state = {"segment": k, "done": position - segment.start}
                     yield segment.shard, index, sample

@@ -14,7 +14,7 @@ import numpy as np
 from packer.errors import FormatError
 from packer.format import FORMAT_NAME, INDEX_NAME, BracePattern, DatasetIndex, offsets_name
 
-from .openers import join_url, read_small
+from .openers import OpenOptions, join_url, read_small
 
 
 class _Concat(Sequence[str]):
@@ -51,7 +51,13 @@ class _Joined(Sequence[str]):
 class ShardList:
     """Shard URLs plus, when an index is known, their sample counts."""
 
-    def __init__(self, urls: Sequence[str], counts: np.ndarray | None = None, source: str = "") -> None:
+    def __init__(
+        self,
+        urls: Sequence[str],
+        counts: np.ndarray | None = None,
+        source: str = "",
+        digests: np.ndarray | None = None,
+    ) -> None:
         if len(urls) == 0:
             raise ValueError(f"source: no shards in {source!r}")
         if counts is not None and len(counts) != len(urls):
@@ -59,6 +65,10 @@ class ShardList:
         self.urls = urls
         self.counts = counts
         self.source = source
+        self.digests = digests  # sha256 per shard, an (n, 32) uint8 array, when the index gives them
+
+    def sha256(self, shard: int) -> str | None:
+        return self.digests[shard].tobytes().hex() if self.digests is not None else None
 
     def __len__(self) -> int:
         return len(self.urls)
@@ -71,7 +81,9 @@ class ShardList:
         return offsets_name(self.urls[shard])
 
     @classmethod
-    def from_source(cls, source: str | os.PathLike[str] | Sequence[str] | DatasetIndex) -> ShardList:
+    def from_source(
+        cls, source: str | os.PathLike[str] | Sequence[str] | DatasetIndex, options: OpenOptions | None = None
+    ) -> ShardList:
         if isinstance(source, DatasetIndex):
             raise ValueError("source: pass the index's path or URL, so shard names can be resolved")
         if isinstance(source, (str, os.PathLike)):
@@ -79,7 +91,7 @@ class ShardList:
             if os.path.isdir(text):
                 text = os.path.join(text, INDEX_NAME)
             if text.endswith(".json"):
-                return cls._from_index(text)
+                return cls._from_index(text, options)
             return cls(BracePattern(text), None, text)
         if isinstance(source, Sequence) and all(isinstance(s, (str, os.PathLike)) for s in source):
             parts = [BracePattern(os.fspath(s)) for s in source]
@@ -87,8 +99,8 @@ class ShardList:
         raise ValueError(f"source must be a pattern, a list of patterns or an index path, not {source!r}")
 
     @classmethod
-    def _from_index(cls, url: str) -> ShardList:
-        data = read_small(url)
+    def _from_index(cls, url: str, options: OpenOptions | None) -> ShardList:
+        data = read_small(url, options)
         if data is None:
             raise FormatError(f"{url}: index not found")
         doc = json.loads(data)
@@ -102,4 +114,6 @@ class ShardList:
         ):
             raise FormatError(f"{url}: shard names do not follow the pattern {index.pattern!r}")
         counts = np.fromiter((e.samples for e in index.shards), dtype=np.int64, count=len(index.shards))
-        return cls(_Joined(url, names), counts, url)
+        raw = b"".join(bytes.fromhex(e.sha256) for e in index.shards)
+        digests = np.frombuffer(raw, dtype=np.uint8).reshape(len(index.shards), 32)
+        return cls(_Joined(url, names), counts, url, digests)

@@ -97,9 +97,9 @@ def test_restoring_reads_by_offset_not_by_replay(index, monkeypatch):
     opened = []
     original = reader_module.open_stream
 
-    def spy(url, offset=0):
+    def spy(url, offset=0, *args, **kwargs):
         opened.append((url, offset))
-        return original(url, offset)
+        return original(url, offset, *args, **kwargs)
 
     monkeypatch.setattr(reader_module, "open_stream", spy)
     sample = next(reader)
