@@ -130,6 +130,11 @@ class HttpStream(io.RawIOBase):
             try:
                 response = client.send(client.build_request("GET", self.url, headers=headers), stream=True)
             except httpx.TransportError as exc:
+                if _certificate_problem(exc):
+                    raise ShardReadError(
+                        "TLS certificate not trusted; pass HttpOptions(ca_bundle=...) for a private CA",
+                        url=self.shown,
+                    ) from exc
                 self._fail(f"cannot connect: {type(exc).__name__}", cause=exc)
                 continue
             status = response.status_code
@@ -165,7 +170,8 @@ class HttpStream(io.RawIOBase):
             )
         self._validators = seen
         self._response = response
-        self._chunks = response.iter_raw(self.options.chunk_size)
+        # No re-chunking: bytes reach us as the socket delivers them, so a drop loses nothing buffered.
+        self._chunks = response.iter_raw()
         if response.status_code == 200 and self.position:
             # The server ignored Range: read and drop the bytes before the offset.
             skip = self.position
@@ -220,6 +226,18 @@ class HttpStream(io.RawIOBase):
         if self._response is not None:
             self._response.close()
         super().close()
+
+
+def _certificate_problem(exc: BaseException) -> bool:
+    """A certificate that fails verification will fail the same way on every retry."""
+    import ssl
+
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, ssl.SSLCertVerificationError) or "CERTIFICATE_VERIFY_FAILED" in str(seen):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def _retry_after(response: httpx.Response) -> float | None:
