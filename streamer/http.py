@@ -1,7 +1,8 @@
-"""HTTP(S) shard streams over httpx: timeouts, retries with backoff and jitter, resume by Range.
+"""HTTP(S) shard streams over urllib3: timeouts, retries with backoff and jitter, resume by Range.
 
-A dropped connection is resumed at the exact byte it broke, with If-Range and a check of ETag,
-Last-Modified and length, so a changed object is an error instead of a silently spliced shard.
+urllib3 over httpx because it streams bodies about 3x faster here (1.75 vs 0.6 GB/s on loopback, see
+benchmarks/results/http-*.md). A dropped connection is resumed at the exact byte it broke, with If-Range
+and a check of ETag, Last-Modified and length, so a changed object is an error, never a spliced shard.
 """
 
 from __future__ import annotations
@@ -11,18 +12,19 @@ import json
 import os
 import random
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-import httpx
+import urllib3
+from urllib3.exceptions import HTTPError, MaxRetryError, SSLError
 
 from packer.errors import ShardNotFoundError, ShardReadError
 
 HEADERS_ENV = "SHARDSTREAM_HTTP_HEADERS"
 _FATAL = {400: "bad request", 401: "unauthorized", 403: "forbidden", 404: "not found", 410: "gone"}
-_clients: dict[tuple[Any, ...], httpx.Client] = {}
+_pools: dict[tuple[Any, ...], urllib3.PoolManager] = {}
 
 
 def redact(url: str) -> str:
@@ -48,7 +50,7 @@ class HttpOptions:
     headers: Mapping[str, str] = field(default_factory=dict)
     ca_bundle: str | None = None  # a PEM file of trusted CAs (e.g. a self-signed server's)
     verify: bool = True
-    chunk_size: int = 1 << 20
+    max_redirects: int = 10
 
     def __post_init__(self) -> None:
         for name in ("connect_timeout", "read_timeout", "backoff", "max_backoff"):
@@ -72,20 +74,23 @@ class HttpOptions:
             headers.update({str(k): str(v) for k, v in parsed.items()})
         return headers
 
-    def client(self) -> httpx.Client:
-        # One pooled client per process and settings; a forked worker must not reuse its parent's sockets.
+    def pool(self) -> urllib3.PoolManager:
+        # One pool per process and settings; a forked worker must not reuse its parent's sockets.
         key = (os.getpid(), self.connect_timeout, self.read_timeout, self.ca_bundle, self.verify)
-        client = _clients.get(key)
-        if client is None:
-            verify: Any = self.ca_bundle if (self.verify and self.ca_bundle) else self.verify
-            if isinstance(verify, str):
-                import ssl
+        pool = _pools.get(key)
+        if pool is None:
+            tls: dict[str, Any] = {"cert_reqs": "CERT_REQUIRED" if self.verify else "CERT_NONE"}
+            if self.ca_bundle:
+                tls["ca_certs"] = self.ca_bundle
+            timeout = urllib3.Timeout(connect=self.connect_timeout, read=self.read_timeout)
+            pool = urllib3.PoolManager(timeout=timeout, **tls)
+            _pools[key] = pool
+        return pool
 
-                verify = ssl.create_default_context(cafile=verify)
-            timeout = httpx.Timeout(self.read_timeout, connect=self.connect_timeout)
-            client = httpx.Client(timeout=timeout, verify=verify, follow_redirects=True)
-            _clients[key] = client
-        return client
+    def redirects_only(self) -> urllib3.Retry:
+        """urllib3 follows redirects; every other retry is ours, with our backoff and our limits."""
+        return urllib3.Retry(total=None, connect=0, read=0, status=0, other=0, redirect=self.max_redirects,
+                             raise_on_redirect=True, raise_on_status=False)  # fmt: skip
 
 
 class HttpStream(io.RawIOBase):
@@ -98,9 +103,8 @@ class HttpStream(io.RawIOBase):
         self.position = offset
         self.options = options or HttpOptions()
         self._validators: tuple[str | None, str | None, int | None] | None = None
-        self._response: httpx.Response | None = None
-        self._chunks: Iterator[bytes] = iter(())
-        self._pending = b""
+        self._response: Any = None
+        self._skip = 0
         self._failures = 0
         self._connect()
 
@@ -120,7 +124,7 @@ class HttpStream(io.RawIOBase):
         time.sleep(wait)
 
     def _connect(self) -> None:
-        client = self.options.client()
+        pool = self.options.pool()
         while True:
             headers = self.options.request_headers()
             if self.position:
@@ -128,20 +132,23 @@ class HttpStream(io.RawIOBase):
                 if self._validators is not None and (self._validators[0] or self._validators[1]):
                     headers["If-Range"] = self._validators[0] or self._validators[1]  # type: ignore[assignment]
             try:
-                response = client.send(client.build_request("GET", self.url, headers=headers), stream=True)
-            except httpx.TransportError as exc:
+                response = pool.request(
+                    "GET", self.url, headers=headers, preload_content=False, decode_content=False,
+                    retries=self.options.redirects_only(),
+                )  # fmt: skip
+            except HTTPError as exc:
                 if _certificate_problem(exc):
                     raise ShardReadError(
                         "TLS certificate not trusted; pass HttpOptions(ca_bundle=...) for a private CA",
                         url=self.shown,
                     ) from exc
-                self._fail(f"cannot connect: {type(exc).__name__}", cause=exc)
+                self._fail(f"cannot connect: {_reason(exc)}", cause=exc)
                 continue
-            status = response.status_code
+            status = response.status
             if status in (200, 206):
                 self._accept(response)
                 return
-            response.close()
+            response.release_conn()
             if status in (404, 410):
                 raise ShardNotFoundError(f"HTTP {status} {_FATAL[status]}", url=self.shown)
             if status in _FATAL:
@@ -154,14 +161,14 @@ class HttpStream(io.RawIOBase):
                 continue
             raise ShardReadError(f"unexpected HTTP {status}", url=self.shown)
 
-    def _accept(self, response: httpx.Response) -> None:
+    def _accept(self, response: Any) -> None:
         headers = response.headers
         total = _total_length(response, self.position)
         seen = (headers.get("etag"), headers.get("last-modified"), total)
         if self._validators is not None and (
-            (response.status_code == 200 and self.position) or _changed(self._validators, seen)
+            (response.status == 200 and self.position) or _changed(self._validators, seen)
         ):
-            response.close()
+            response.release_conn()
             raise ShardReadError(
                 "the object changed between requests (ETag, Last-Modified or length differ); "
                 "its shard cannot be resumed without mixing two versions",
@@ -170,19 +177,8 @@ class HttpStream(io.RawIOBase):
             )
         self._validators = seen
         self._response = response
-        # No re-chunking: bytes reach us as the socket delivers them, so a drop loses nothing buffered.
-        self._chunks = response.iter_raw()
-        if response.status_code == 200 and self.position:
-            # The server ignored Range: read and drop the bytes before the offset.
-            skip = self.position
-            while skip:
-                chunk = next(self._chunks, b"")
-                if not chunk:
-                    break
-                skip -= len(chunk)
-                if skip < 0:
-                    self._pending = chunk[skip:]
-                    skip = 0
+        # A server that ignored Range sends from byte 0: drop what lies before the offset.
+        self._skip = self.position if response.status == 200 else 0
 
     # -- reading ---------------------------------------------------------------------------------------
     def readable(self) -> bool:
@@ -191,25 +187,28 @@ class HttpStream(io.RawIOBase):
     def read(self, size: int = -1) -> bytes:
         if size is None or size < 0:
             parts = []
-            while chunk := self.read(self.options.chunk_size):
+            while chunk := self.read(1 << 20):
                 parts.append(chunk)
             return b"".join(parts)
-        while not self._pending:
+        while True:
             try:
-                self._pending = next(self._chunks)
-            except StopIteration:
-                total = self._validators[2] if self._validators else None
-                if total is None or self.position >= total:
-                    return b""
-                self._reconnect(f"body ended at byte {self.position} of {total}", None)
-            except httpx.TransportError as exc:
-                self._reconnect(f"connection broke: {type(exc).__name__}", exc)
-            except httpx.StreamError as exc:
-                self._reconnect(f"stream broke: {type(exc).__name__}", exc)
-        data, self._pending = self._pending[:size], self._pending[size:]
-        self.position += len(data)
-        self._failures = 0  # progress: the next failure starts a fresh retry budget
-        return data
+                data = self._response.read(size + self._skip)
+            except HTTPError as exc:  # broken connection, timeout, short body: all resumable
+                self._reconnect(f"connection broke: {_reason(exc)}", exc)
+                continue
+            if self._skip:
+                skipped = min(self._skip, len(data))
+                data, self._skip = data[skipped:], self._skip - skipped
+                if not data and self._skip:
+                    continue
+            if data:
+                self.position += len(data)
+                self._failures = 0  # progress: the next failure starts a fresh retry budget
+                return data
+            total = self._validators[2] if self._validators else None
+            if total is None or self.position >= total:
+                return b""
+            self._reconnect(f"body ended at byte {self.position} of {total}", None)
 
     def readinto(self, buffer: Any) -> int:
         data = self.read(len(buffer))
@@ -217,15 +216,24 @@ class HttpStream(io.RawIOBase):
         return len(data)
 
     def _reconnect(self, reason: str, cause: BaseException | None) -> None:
-        if self._response is not None:
-            self._response.close()
+        self._release()
         self._fail(reason, cause=cause)
         self._connect()
 
-    def close(self) -> None:
+    def _release(self) -> None:
         if self._response is not None:
+            # A half-read body cannot go back to the pool: drop the connection with it.
             self._response.close()
+            self._response = None
+
+    def close(self) -> None:
+        self._release()
         super().close()
+
+
+def _reason(exc: BaseException) -> str:
+    inner = exc.reason if isinstance(exc, MaxRetryError) and exc.reason is not None else exc
+    return type(inner).__name__
 
 
 def _certificate_problem(exc: BaseException) -> bool:
@@ -236,11 +244,14 @@ def _certificate_problem(exc: BaseException) -> bool:
     while seen is not None:
         if isinstance(seen, ssl.SSLCertVerificationError) or "CERTIFICATE_VERIFY_FAILED" in str(seen):
             return True
+        if isinstance(seen, MaxRetryError) and isinstance(seen.reason, SSLError):
+            seen = seen.reason
+            continue
         seen = seen.__cause__ or seen.__context__
     return False
 
 
-def _retry_after(response: httpx.Response) -> float | None:
+def _retry_after(response: Any) -> float | None:
     value = response.headers.get("retry-after")
     try:
         return float(value) if value is not None else None
@@ -248,7 +259,7 @@ def _retry_after(response: httpx.Response) -> float | None:
         return None
 
 
-def _total_length(response: httpx.Response, offset: int) -> int | None:
+def _total_length(response: Any, offset: int) -> int | None:
     content_range = response.headers.get("content-range")
     if content_range and "/" in content_range:
         total = content_range.rsplit("/", 1)[1]
@@ -256,7 +267,7 @@ def _total_length(response: httpx.Response, offset: int) -> int | None:
     length = response.headers.get("content-length")
     if length is None or not length.isdigit():
         return None
-    return int(length) + (offset if response.status_code == 206 else 0)
+    return int(length) + (offset if response.status == 206 else 0)
 
 
 def _changed(before: tuple[Any, ...], now: tuple[Any, ...]) -> bool:
