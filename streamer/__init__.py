@@ -9,13 +9,16 @@ import importlib
 from typing import Any
 
 _EXPORTS = {
+    "HttpOptions": "http",
     "ON_ERROR": "reader",
+    "OpenOptions": "openers",
     "Padded": "collate",
     "Permutation": "permute",
     "SampleDecoder": "decode",
     "SampleReader": "reader",
     "Segment": "placement",
     "ShardDataset": "dataset",
+    "ShardCache": "cache",
     "ShardList": "shards",
     "ShuffleBuffer": "shuffle",
     "collate": "collate",

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import BinaryIO
 from urllib.parse import urlparse
 
-from packer.errors import ShardReadError
+from packer.errors import ShardNotFoundError, ShardReadError
 from packer.format.atomic import fsync_dir
 
 __all__ = ["STALE_TEMP_AGE", "ShardCache"]
@@ -106,6 +106,9 @@ class ShardCache:
         try:
             try:
                 fetch(handle)
+            except FileNotFoundError as exc:
+                # Keep "not there" apart from "failed": callers remember absence, and do not retry it.
+                raise ShardNotFoundError(f"fetch found nothing: {exc}", url=url) from exc
             except OSError as exc:
                 raise ShardReadError(f"fetch failed: {exc}", url=url) from exc
             handle.flush()

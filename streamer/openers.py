@@ -140,12 +140,14 @@ def _raw_open(url: str, offset: int, options: OpenOptions) -> BinaryIO:
     return opener(url, offset, options)
 
 
-def _cached_path(url: str, options: OpenOptions, sha256: str | None) -> str:
+def _cached(url: str, options: OpenOptions, sha256: str | None) -> BinaryIO:
+    """A handle on the cached copy (fetched on a miss); a handle, so a concurrent eviction cannot race it."""
+
     def fetch(handle: BinaryIO) -> None:
         with _raw_open(url, 0, options) as stream:
             shutil.copyfileobj(stream, handle, _BUFFER)
 
-    return str(options.cache().get(url, fetch, sha256=sha256))
+    return options.cache().open(url, fetch, sha256=sha256)
 
 
 def open_stream(
@@ -153,13 +155,14 @@ def open_stream(
 ) -> BinaryIO:
     """A stream of the (decompressed) shard starting at byte ``offset``."""
     options = options or OpenOptions()
-    if options.cache_dir and scheme_of(url) not in _LOCAL:
-        url_for_open, local = _cached_path(url, options, sha256), True
-    else:
-        url_for_open, local = url, False
+    cached = options.cache_dir is not None and scheme_of(url) not in _LOCAL
     if not is_compressed(url):
-        return _open_file(url_for_open, offset, options) if local else _raw_open(url, offset, options)
-    inner = _open_file(url_for_open, 0, options) if local else _raw_open(url, 0, options)
+        if not cached:
+            return _raw_open(url, offset, options)
+        handle = _cached(url, options, sha256)
+        handle.seek(offset)
+        return handle
+    inner = _cached(url, options, sha256) if cached else _raw_open(url, 0, options)
     stream = gzip.GzipFile(fileobj=inner, mode="rb")
     _skip(stream, offset, url)  # type: ignore[arg-type]
     return stream  # type: ignore[return-value]
@@ -182,7 +185,7 @@ def read_small(url: str, options: OpenOptions | None = None) -> bytes | None:
         if absent.exists():
             return None
         try:
-            with open(_cached_path(url, options, None), "rb") as handle:
+            with _cached(url, options, None) as handle:
                 return handle.read()
         except ShardNotFoundError:
             absent.parent.mkdir(parents=True, exist_ok=True)

@@ -126,7 +126,8 @@ def test_404_and_403_fail_at_once_naming_the_url_not_the_token(served, monkeypat
             HttpStream(f"{server.url}/d/nothing-000000.tar", 0, FAST).read()
         with pytest.raises(ShardReadError, match=r"train-000001\.tar: HTTP 403") as info:
             HttpStream(f"http://user:pw@127.0.0.1:{server.port}/d/train-000001.tar", 0, FAST).read()
-        assert time.monotonic() - started < 2 and len(server.requests) == 2
+        assert len(server.requests) == 2  # no retries: each failed at its first answer
+        assert time.monotonic() - started < 5
         assert "sekrit" not in str(info.value) and "pw@" not in str(info.value)
         assert server.requests[0].headers.get("authorization") == "Bearer sekrit-token"
 
