@@ -11,7 +11,6 @@ import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-import numpy as np
 from torch.utils.data import IterableDataset, get_worker_info
 
 from packer.errors import ShardReadError
@@ -251,10 +250,3 @@ class ShardDataset(IterableDataset):
         offset = int(offsets[index]) if offsets is not None else None
         return ShardReadError(exc.message, url=exc.url, member=exc.member, offset=offset)
 
-
-def per_worker_counts(total: int, world: int, workers: int, remainder: str = "drop") -> np.ndarray:
-    """Samples each worker of a rank yields per epoch; the same on every rank."""
-    from .placement import worker_slice
-
-    quota = rank_quota(total, world, remainder)
-    return np.array([worker_slice(quota, w, workers)[1] for w in range(workers)], dtype=np.int64)
