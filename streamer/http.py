@@ -148,7 +148,7 @@ class HttpStream(io.RawIOBase):
             if status in (200, 206):
                 self._accept(response)
                 return
-            response.release_conn()
+            _discard(response)
             if status in (404, 410):
                 raise ShardNotFoundError(f"HTTP {status} {_FATAL[status]}", url=self.shown)
             if status in _FATAL:
@@ -168,7 +168,7 @@ class HttpStream(io.RawIOBase):
         if self._validators is not None and (
             (response.status == 200 and self.position) or _changed(self._validators, seen)
         ):
-            response.release_conn()
+            response.close()
             raise ShardReadError(
                 "the object changed between requests (ETag, Last-Modified or length differ); "
                 "its shard cannot be resumed without mixing two versions",
@@ -229,6 +229,18 @@ class HttpStream(io.RawIOBase):
     def close(self) -> None:
         self._release()
         super().close()
+
+
+def _discard(response: Any) -> None:
+    """Read an error answer's body before the connection goes back to the pool.
+
+    Released unread, its leftover bytes would be parsed as the next response's status line.
+    """
+    try:
+        response.drain_conn()
+        response.release_conn()
+    except HTTPError:
+        response.close()
 
 
 def _reason(exc: BaseException) -> str:

@@ -710,6 +710,7 @@ class FaultServer:
         with self._lock:
             self._faults = faults.copy()
             self._rng = random.Random(faults.seed)
+            self._hits.clear()  # change_after counts from here
 
     def set_faults(self, **kwargs: object) -> None:
         """Replace the faults: ``set_faults(status_codes=[503, 429], retry_after=1)``."""
@@ -808,7 +809,6 @@ class FaultServer:
 
         early: tuple | None = None  # decided under the lock, answered outside it
         with self._lock:
-            self._log.append(entry)
             f = self._faults
             matched = f.only is None or _matches(path, f.only)
             file = self._resolve(path)
@@ -886,6 +886,7 @@ class FaultServer:
             entry.fault = "drop"
         elif truncate:
             entry.fault = "truncate"
+        self._record(entry)
         h.send_response(status)
         for name, value in headers.items():
             h.send_header(name, value)
@@ -943,6 +944,7 @@ class FaultServer:
         """A response with a short text body (none for HEAD, 304)."""
         body = b"" if code in (204, 304) else f"{code} {http.client.responses.get(code, '')}\n".encode()
         entry.status, entry.fault = code, fault
+        self._record(entry)
         try:
             h.send_response(code)
             for name, value in (headers or {}).items():
@@ -956,6 +958,11 @@ class FaultServer:
                 h.wfile.write(body)
         except OSError:
             h.close_connection = True
+
+    def _record(self, entry: Request) -> None:
+        """Log a request once its status and fault are known, before its response goes out."""
+        with self._lock:
+            self._log.append(entry)
 
     @staticmethod
     def _close(h: _Handler, *, reset: bool) -> None:
