@@ -269,6 +269,8 @@ class SampleDecoder:
             table[_check_name(name, "decoders key")] = _check_decoder(fn, f"decoders[{name!r}]")
         self._table = table
         self._fields = None if fields is None else tuple(fields)
+        self._field_set = None if fields is None else frozenset(self._fields)
+        self._resolved: dict[str, Decoder] = {}
 
     def __call__(self, sample: dict[str, Any]) -> dict[str, Any]:
         if self._fields is not None:
@@ -280,20 +282,28 @@ class SampleDecoder:
                     f"{missing[0]!r} (fields asked for: {list(self._fields)}; present: {present})"
                 )
         out: dict[str, Any] = {}
+        fields = self._field_set
+        resolved = self._resolved
         for name, value in sample.items():
             if name.startswith("__"):
                 out[name] = value
-            elif self._fields is not None and name not in self._fields:
+            elif fields is not None and name not in fields:
                 continue
-            elif not isinstance(value, (bytes, bytearray, memoryview)):
-                out[name] = value  # decoded already, by an earlier stage
+            elif type(value) is bytes:
+                fn = resolved.get(name)
+                if fn is None:
+                    # Member names repeat from sample to sample: look each one up once.
+                    fn = resolved[name] = self._resolve(name)
+                out[name] = self._decode_member(sample, name, value, fn)
+            elif isinstance(value, (bytearray, memoryview)):
+                out[name] = self._decode_member(sample, name, bytes(value), self._resolve(name))
             else:
-                out[name] = self._decode_member(sample, name, value if type(value) is bytes else bytes(value))
+                out[name] = value  # decoded already, by an earlier stage
         return out
 
-    def _decode_member(self, sample: dict[str, Any], name: str, data: bytes) -> Any:
+    def _decode_member(self, sample: dict[str, Any], name: str, data: bytes, fn: Decoder) -> Any:
         try:
-            return self._decode(name, data)
+            return fn(data)
         except ImportError:
             raise  # a missing optional dependency, not a bad shard
         except Exception as exc:
@@ -304,20 +314,24 @@ class SampleDecoder:
                 offset=sample.get("__offset__"),
             ) from exc
 
-    def _decode(self, name: str, data: bytes) -> Any:
+    def _resolve(self, name: str) -> Decoder:
+        """The decoder for a member name: by full name, then by its last part; ``.gz`` unwraps first."""
         lowered = name.lower()
         fn = self._table.get(lowered)
         if fn is not None:
-            return fn(data)
+            return fn
         ext = lowered.rsplit(".", 1)[-1]
         fn = self._table.get(ext)
         if fn is not None:
-            return fn(data)
+            return fn
         if ext == "gz":
             rest = name[: -len(".gz")]
-            data = gzip.decompress(data)
-            return self._decode(rest, data) if rest else data
-        return data
+            return partial(_gunzip_then, self._resolve(rest) if rest else _keep)
+        return _keep
+
+
+def _gunzip_then(decode: Decoder, data: bytes) -> Any:
+    return decode(gzip.decompress(data))
 
 
 def _check_image_size(size: Any) -> int | tuple[int, int] | None:
