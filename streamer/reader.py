@@ -36,16 +36,15 @@ def group_samples(
     """
     sample: dict[str, Any] | None = None
     i = 0
-    for member in members:
-        name = member.name
+    for name, data, _offset, end in members:
         dot = name.find(".", name.rfind("/") + 1)  # split_member_name, inlined on the hot path
         key, ext = (name[:dot], name[dot + 1 :]) if dot >= 0 else (name, "")
         if sample is None or key != sample["__key__"]:
             if sample is not None:
                 yield sample
             sample = {"__key__": key, "__url__": url}
-        sample[ext] = member.data
-        if ends is not None and i < len(ends) and member.end >= ends[i]:
+        sample[ext] = data
+        if ends is not None and i < len(ends) and end >= ends[i]:
             yield sample
             sample = None
             i += 1

@@ -95,20 +95,35 @@ def iter_members(stream: BinaryIO, *, url: str = "<stream>", start: int = 0) -> 
     """
     chunks = _Chunks(stream)
     take = chunks.take
+    new_member = tuple.__new__  # a TarMember without NamedTuple's Python-level __new__: hot path
     offset = start
     long_name: str | None = None
     pax: dict[str, str] = {}
     first_header = None
     while True:
-        header = take(BLOCK)
-        if len(header) < BLOCK:
-            if not header:
-                return  # a tar without the end-of-archive blocks, as some writers leave
-            raise ShardReadError("truncated tar header", url=url, offset=offset)
+        # take(), inlined for the common case where the chunk already holds the block.
+        pos = chunks.pos
+        if pos + BLOCK <= len(chunks.buf):
+            header = chunks.buf[pos : pos + BLOCK]
+            chunks.pos = pos + BLOCK
+        else:
+            header = take(BLOCK)
+            if len(header) < BLOCK:
+                if not header:
+                    return  # a tar without the end-of-archive blocks, as some writers leave
+                raise ShardReadError("truncated tar header", url=url, offset=offset)
         # adler32's low half is 1 + the byte sum mod 65521: the tar checksum (a byte sum, with its own
         # field counted as spaces, 8 * 32 = 256) checked in C instead of a Python loop over 512 bytes.
         stored = header[148:156]
-        if (adler32(header) & 0xFFFF) - 1 - sum(stored) + 256 - _stored_checksum(stored) not in _SAME:
+        expected = -(10**9)
+        if stored[6] in (0, 32):  # "%06o\0 ", as GNU tar and Python's tarfile write it
+            try:
+                expected = int(stored[:6], 8)
+            except ValueError:
+                expected = _stored_checksum(stored)
+        else:
+            expected = _stored_checksum(stored)
+        if (adler32(header) & 0xFFFF) + 255 - sum(stored) - expected not in _SAME:
             if header == _ZERO_BLOCK:
                 return
             raise ShardReadError("corrupt tar header (checksum mismatch)", url=url, offset=offset)
@@ -118,7 +133,12 @@ def iter_members(stream: BinaryIO, *, url: str = "<stream>", start: int = 0) -> 
         typeflag = header[156]
         padded_size = size + (-size % BLOCK)
         # Data and its padding in one take; slicing off the padding copies only when there is some.
-        payload = take(padded_size)
+        pos = chunks.pos
+        if pos + padded_size <= len(chunks.buf):
+            payload = chunks.buf[pos : pos + padded_size]
+            chunks.pos = pos + padded_size
+        else:
+            payload = take(padded_size)
         if len(payload) < padded_size:
             raw_name = header[0:100].split(b"\0", 1)[0].decode("utf-8", "replace")
             raise ShardReadError(
@@ -147,7 +167,7 @@ def iter_members(stream: BinaryIO, *, url: str = "<stream>", start: int = 0) -> 
             if header[345] and header[257:262] == b"ustar":
                 prefix = header[345:500].split(b"\0", 1)[0]
                 name = prefix.decode("utf-8", "surrogateescape") + "/" + name
-        yield TarMember(name, data, first_header, offset)
+        yield new_member(TarMember, (name, data, first_header, offset))
         if pax or long_name is not None:
             long_name, pax = None, {}
         first_header = None
@@ -161,11 +181,7 @@ _SAME = frozenset(65521 * k for k in range(-3, 4))  # equal modulo 65521; a byte
 
 
 def _stored_checksum(field: bytes) -> int:
-    if field[6] in (0, 32):  # "%06o\0 ", as GNU tar and Python's tarfile write it
-        try:
-            return int(field[:6], 8)
-        except ValueError:
-            pass
+    """The checksum field in any of its spellings ("%07o\0", " %05o\0 ", ...); -10^9 if unreadable."""
     try:
         return int(field.split(b"\0", 1)[0], 8)
     except ValueError:
