@@ -405,16 +405,16 @@ def test_the_registry_covers_the_documented_extensions() -> None:
 
 
 def test_turbo_jpeg_path_matches_pillow_and_defers_exif_to_pillow():
-    from streamer import decode as decode_module
+    from streamer import image as decode_module
 
-    if decode_module._turbo_jpeg() is None:
+    if decode_module.turbo_jpeg() is None:
         pytest.skip("torchcodec is not importable here")
     rng = np.random.default_rng(5)
     pixels = rng.integers(0, 255, (48, 64, 3), dtype=np.uint8)
     buffer = io.BytesIO()
     Image.fromarray(pixels).save(buffer, "JPEG", quality=90)
     data = buffer.getvalue()
-    fast = decode_module._fast_jpeg(data, "torch")
+    fast = decode_module.fast_jpeg(data, "torch")
     assert fast is not None and fast.shape == (3, 48, 64)
     reference = np.asarray(Image.open(io.BytesIO(data)).convert("RGB"))
     assert np.abs(fast.permute(1, 2, 0).numpy().astype(int) - reference.astype(int)).max() <= 1
@@ -422,6 +422,6 @@ def test_turbo_jpeg_path_matches_pillow_and_defers_exif_to_pillow():
     exif[0x0112] = 6
     rotated = io.BytesIO()
     Image.fromarray(pixels).save(rotated, "JPEG", exif=exif.tobytes())
-    assert decode_module._fast_jpeg(rotated.getvalue(), "torch") is None  # orientation: Pillow's path
-    assert decode_module._decode_image(rotated.getvalue(), "torch").shape == (3, 64, 48)
-    assert decode_module._fast_jpeg(data[:200], "torch") is None  # damage: Pillow reports it
+    assert decode_module.fast_jpeg(rotated.getvalue(), "torch") is None  # orientation: Pillow's path
+    assert decode_module.decode_image(rotated.getvalue(), "torch").shape == (3, 64, 48)
+    assert decode_module.fast_jpeg(data[:200], "torch") is None  # damage: Pillow reports it
