@@ -6,10 +6,8 @@ import os
 import shutil
 import time
 import warnings
-from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
-from typing import Any
 
 from .errors import PackError
 from .format import (
@@ -31,26 +29,7 @@ from .rejects import RejectsReport
 from .sample import Reject, Sample
 from .shardwriter import TarShardWriter, encode_sample
 from .sources import open_source
-
-
-@dataclass
-class PackSummary:
-    pattern: str
-    index: str
-    shards: int
-    samples: int
-    bytes: int
-    skipped: int
-    rejected: dict[str, int]
-    duplicate_keys: int
-    oversized: int
-    rejects: str | None
-    seconds: float
-    resumed_from_shard: int = 0
-    fields: dict[str, int] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+from .summary import PackSummary, summary_from_index
 
 
 class ProgressHook:
@@ -242,7 +221,7 @@ def pack(
         raise PackError(f"{source}: no such directory or manifest file")
     packer = _Packer(source, out, options, hook or ProgressHook())
     if packer.prepare():
-        return _summary_from_index(out, started)
+        return summary_from_index(out, started)
     with RejectsReport(out / REJECTS_NAME, keep_bytes=packer.progress.rejects_bytes) as rejects:
         resumed_from = len(packer.progress.shards)
         packer.run(rejects)
@@ -285,24 +264,4 @@ def pack(
         seconds=round(time.monotonic() - started, 3),
         resumed_from_shard=resumed_from,
         fields=dict(sorted(progress.fields.items())),
-    )
-
-
-def _summary_from_index(out: Path, started: float) -> PackSummary:
-    index = DatasetIndex.load(out / INDEX_NAME)
-    rejects = out / REJECTS_NAME
-    return PackSummary(
-        pattern=index.pattern,
-        index=str(out / INDEX_NAME),
-        shards=len(index.shards),
-        samples=index.samples,
-        bytes=index.bytes,
-        skipped=sum(n for k, n in index.rejected.items() if k != "duplicate-key-across-shards"),
-        rejected={k: n for k, n in index.rejected.items() if k != "duplicate-key-across-shards"},
-        duplicate_keys=index.rejected.get("duplicate-key-across-shards", 0),
-        oversized=0,
-        rejects=str(rejects) if rejects.exists() else None,
-        seconds=round(time.monotonic() - started, 3),
-        resumed_from_shard=len(index.shards),
-        fields=index.fields,
     )

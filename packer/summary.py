@@ -1,0 +1,52 @@
+"""What a pack reports: the summary printed by --json, also rebuilt from a finished pack's index."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .format import INDEX_NAME, REJECTS_NAME, DatasetIndex
+
+_ACROSS = "duplicate-key-across-shards"
+
+
+@dataclass
+class PackSummary:
+    pattern: str
+    index: str
+    shards: int
+    samples: int
+    bytes: int
+    skipped: int
+    rejected: dict[str, int]
+    duplicate_keys: int
+    oversized: int
+    rejects: str | None
+    seconds: float
+    resumed_from_shard: int = 0
+    fields: dict[str, int] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def summary_from_index(out: Path, started: float) -> PackSummary:
+    index = DatasetIndex.load(out / INDEX_NAME)
+    rejects = out / REJECTS_NAME
+    return PackSummary(
+        pattern=index.pattern,
+        index=str(out / INDEX_NAME),
+        shards=len(index.shards),
+        samples=index.samples,
+        bytes=index.bytes,
+        skipped=sum(n for k, n in index.rejected.items() if k != _ACROSS),
+        rejected={k: n for k, n in index.rejected.items() if k != _ACROSS},
+        duplicate_keys=index.rejected.get(_ACROSS, 0),
+        oversized=0,
+        rejects=str(rejects) if rejects.exists() else None,
+        seconds=round(time.monotonic() - started, 3),
+        resumed_from_shard=len(index.shards),
+        fields=index.fields,
+    )
