@@ -29,7 +29,7 @@ from .rejects import RejectsReport
 from .sample import Reject, Sample
 from .shardwriter import TarShardWriter, encode_sample
 from .sources import open_source
-from .summary import PackSummary, summary_from_index
+from .summary import DUPLICATE_ACROSS_SHARDS, PackSummary, summary_from_index
 
 
 class ProgressHook:
@@ -196,7 +196,7 @@ class _Packer:
             reject = Reject(
                 key,
                 f"key is in {len(holders)} shards: {', '.join(holders)} (kept in all)",
-                "duplicate-key-across-shards",
+                DUPLICATE_ACROSS_SHARDS,
             )
             if self.options.strict:
                 raise PackError(f"key {key!r}: {reject.reason} (--strict)")
@@ -243,7 +243,7 @@ def pack(
         shards=progress.shards,
         fields=progress.fields,
         options=packer.output_options,
-        rejected={**progress.rejected, **({"duplicate-key-across-shards": duplicates} if duplicates else {})},
+        rejected={**progress.rejected, **({DUPLICATE_ACROSS_SHARDS: duplicates} if duplicates else {})},
     )
     index.save(out / INDEX_NAME)
     packer.journal.path.unlink(missing_ok=True)

@@ -9,7 +9,7 @@ from typing import Any
 
 from .format import INDEX_NAME, REJECTS_NAME, DatasetIndex
 
-_ACROSS = "duplicate-key-across-shards"
+DUPLICATE_ACROSS_SHARDS = "duplicate-key-across-shards"
 
 
 @dataclass
@@ -41,9 +41,9 @@ def summary_from_index(out: Path, started: float) -> PackSummary:
         shards=len(index.shards),
         samples=index.samples,
         bytes=index.bytes,
-        skipped=sum(n for k, n in index.rejected.items() if k != _ACROSS),
-        rejected={k: n for k, n in index.rejected.items() if k != _ACROSS},
-        duplicate_keys=index.rejected.get(_ACROSS, 0),
+        skipped=sum(n for k, n in index.rejected.items() if k != DUPLICATE_ACROSS_SHARDS),
+        rejected={k: n for k, n in index.rejected.items() if k != DUPLICATE_ACROSS_SHARDS},
+        duplicate_keys=index.rejected.get(DUPLICATE_ACROSS_SHARDS, 0),
         oversized=0,
         rejects=str(rejects) if rejects.exists() else None,
         seconds=round(time.monotonic() - started, 3),
