@@ -132,14 +132,16 @@ def iter_members(stream: BinaryIO, *, url: str = "<stream>", start: int = 0) -> 
         size = int(pax["size"]) if "size" in pax else _header_size(header, url, offset)
         typeflag = header[156]
         padded_size = size + (-size % BLOCK)
-        # Data and its padding in one take; slicing off the padding copies only when there is some.
         pos = chunks.pos
         if pos + padded_size <= len(chunks.buf):
-            payload = chunks.buf[pos : pos + padded_size]
+            # One copy, of the data alone; the padding is stepped over.
+            data = chunks.buf[pos : pos + size]
             chunks.pos = pos + padded_size
+            payload = None
         else:
             payload = take(padded_size)
-        if len(payload) < padded_size:
+            data = payload[:size] if padded_size != size else payload
+        if payload is not None and len(payload) < padded_size:
             raw_name = header[0:100].split(b"\0", 1)[0].decode("utf-8", "replace")
             raise ShardReadError(
                 f"truncated tar: member needs {padded_size} bytes with padding, {len(payload)} remain",
@@ -147,7 +149,6 @@ def iter_members(stream: BinaryIO, *, url: str = "<stream>", start: int = 0) -> 
                 member=raw_name,
                 offset=offset,
             )
-        data = payload[:size] if padded_size != size else payload
         offset += BLOCK + padded_size
         if typeflag not in _REGULAR:
             if typeflag == _PAX:
