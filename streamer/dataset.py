@@ -69,6 +69,7 @@ class ShardDataset(IterableDataset):
         video_frames: int | None = None,
         decoders: Mapping[str, Callable[[bytes], Any]] | None = None,
         on_error: str = "raise",
+        keep_length: bool = True,
         rank: int | None = None,
         world_size: int | None = None,
         http: HttpOptions | None = None,
@@ -108,6 +109,8 @@ class ShardDataset(IterableDataset):
         self.resampled = resampled
         self.fields = list(fields) if fields else None
         self.on_error = on_error
+        self.keep_length = keep_length
+        self._owed = 0
         self.rank, self.world_size = rank, world_size
         self._shared = SharedState()
         self._pending: dict[str, Any] | None = None
@@ -171,7 +174,8 @@ class ShardDataset(IterableDataset):
     def state_dict(self) -> dict[str, Any]:
         if self._node is None:
             return {"epoch": self.epoch, "place": None, "node": None}
-        return {"epoch": self._epoch_in_use, "place": list(self._place or ()), "node": self._node.get_state()}
+        return {"epoch": self._epoch_in_use, "place": list(self._place or ()), "node": self._node.get_state(),
+                "owed": self._owed}  # fmt: skip
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Continue, on the next iteration, exactly where the run that saved ``state`` stood."""
@@ -217,7 +221,7 @@ class ShardDataset(IterableDataset):
         reader = SampleReader(
             self.shards, self._segments(place, epoch), fields=self.fields, on_error=self.on_error,
             counters=self._shared, options=self.open_options, prefetch=self.prefetch,
-            prefetch_bytes=self.prefetch_bytes,
+            prefetch_bytes=self.prefetch_bytes, keep_length=self.keep_length,
         )  # fmt: skip
         node: Node[RawSample] = reader
         if self.shuffle and self.buffer_size > 1:
@@ -226,6 +230,8 @@ class ShardDataset(IterableDataset):
         node.reset(node_state)
         self._node, self._epoch_in_use, self._place = node, epoch, place
         decode = self._decode
+        self._owed = int(pending.get("owed", 0)) if pending else 0
+        last = None
         for shard, index, sample in node:
             if decode is None:
                 yield sample
@@ -238,8 +244,20 @@ class ShardDataset(IterableDataset):
                 self._shared.add("decode_errors")
                 if self.on_error == "warn":
                     warnings.warn(f"skipping undecodable sample: {exc}", stacklevel=2)
+                # The rank still owes a sample: the next good one is repeated, so lengths stay equal.
+                if self.keep_length and self.shards.counts is not None:
+                    self._owed += 1
                 continue
+            last = decoded
             yield decoded
+            while self._owed:
+                self._owed -= 1
+                self._shared.add("samples_repeated")
+                yield dict(decoded)
+        while self._owed and last is not None:  # the damage came last: repeat from before it
+            self._owed -= 1
+            self._shared.add("samples_repeated")
+            yield dict(last)
 
     @staticmethod
     def _locate(exc: Exception, reader: SampleReader, shard: int, index: int) -> Exception:

@@ -66,6 +66,7 @@ class SampleReader(Node[RawSample]):
         options: OpenOptions | None = None,
         prefetch: int = 0,
         prefetch_bytes: int = 64 << 20,
+        keep_length: bool = True,
     ) -> None:
         super().__init__()
         if on_error not in ON_ERROR:
@@ -79,6 +80,9 @@ class SampleReader(Node[RawSample]):
         self.prefetch = prefetch
         self.prefetch_bytes = prefetch_bytes
         self._prefetcher: Prefetcher | None = None
+        self.keep_length = keep_length
+        self._deficit = 0  # skipped samples still to be stood in for
+        self._last: tuple[int, int] | None = None
         self._offsets_cache: tuple[int, Any] | None = None
 
     # -- offsets ---------------------------------------------------------------------------------------
@@ -160,26 +164,52 @@ class SampleReader(Node[RawSample]):
             return sample
         raise ShardReadError(f"shard has no sample {index}", url=self.shards.urls[shard])
 
+    def get_state(self) -> dict[str, Any]:
+        state = dict(self._state)
+        if self._deficit or self._last is not None:
+            state["deficit"], state["last"] = self._deficit, self._last
+        return state
+
     def _generate(self, state: dict[str, Any] | None) -> Iterator[RawSample]:
         k = state["segment"] if state else 0
         done = state["done"] if state else 0
+        self._deficit = state.get("deficit", 0) if state else 0
+        last = state.get("last") if state else None
+        self._last = tuple(last) if last is not None else None
         if self._prefetcher is not None:
             self._prefetcher.close()
         self._prefetcher = Prefetcher(self.prefetch, self.prefetch_bytes) if self.prefetch else None
         try:
+            if self._deficit and self._last is not None:  # saved while repeats were still owed
+                shard, index = self._last
+                yield from self._repeats((shard, index, self.read_one(shard, index)))
             while True:
                 try:
                     segment = self.segments[k]
                 except IndexError:
+                    if self._deficit and self._last is not None:  # the damage came last: repeat from before
+                        shard, index = self._last
+                        yield from self._repeats((shard, index, self.read_one(shard, index)))
                     return
                 self._state = {"segment": k, "done": done}
                 self._schedule(k)
-                yield from self._read_segment(k, segment, done)
+                for item in self._read_segment(k, segment, done):
+                    self._last = (item[0], item[1])
+                    yield item
+                    if self._deficit:
+                        yield from self._repeats(item)
                 k, done = k + 1, 0
                 self._state = {"segment": k, "done": 0}
         finally:
             if self._prefetcher is not None:
                 self._prefetcher.close()
+
+    def _repeats(self, item: RawSample) -> Iterator[RawSample]:
+        """Stand-ins for skipped samples, so a rank keeps its promised length (DDP needs equal steps)."""
+        while self._deficit:
+            self._deficit -= 1
+            self.counters.add("samples_repeated", 1)
+            yield item[0], item[1], dict(item[2])
 
     def _read_segment(self, k: int, segment: Segment, done: int) -> Iterator[RawSample]:
         url = self.shards.urls[segment.shard]
@@ -217,9 +247,14 @@ class SampleReader(Node[RawSample]):
             bad = max(position, bisect.bisect_right(offsets, exc.offset) - 1)
             last = len(offsets) - 1
             if bad + 1 < (segment.stop if segment.stop is not None else last):
-                self.counters.add("samples_skipped", 1)
+                self._skipped(1, counted=segment.stop is not None)
                 return bad + 1
         lost = (segment.stop - position) if segment.stop is not None else 1
-        self.counters.add("samples_skipped", max(lost, 0))
+        self._skipped(max(lost, 0), counted=segment.stop is not None)
         self.counters.add("shards_failed", 1)
         return None
+
+    def _skipped(self, count: int, *, counted: bool) -> None:
+        self.counters.add("samples_skipped", count)
+        if counted and self.keep_length:
+            self._deficit += count

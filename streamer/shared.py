@@ -10,7 +10,7 @@ import multiprocessing
 from multiprocessing.context import get_spawning_popen
 from typing import Any
 
-COUNTERS = ("samples_skipped", "shards_failed", "decode_errors")
+COUNTERS = ("samples_skipped", "samples_repeated", "shards_failed", "decode_errors")
 _EPOCH = 0
 
 

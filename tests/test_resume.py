@@ -105,3 +105,25 @@ def test_restoring_reads_by_offset_not_by_replay(index, monkeypatch):
     sample = next(reader)
     assert sample[2]["__key__"] == "s002-00055"
     assert opened[0][1] == reader.offsets(2)[55] > 0
+
+
+def test_repeats_owed_for_damage_survive_save_and_load(tmp_path):
+    """Stand-ins for skipped samples are part of the state: resuming mid-repeat gives the same stream."""
+    index = write_dataset(tmp_path / "damaged", [6, 5, 7])
+    (index.parent / "train-000001.tar").unlink()  # 5 samples owed, paid with repeats
+
+    def make():
+        shards = ShardList.from_source(str(index))
+        segments = counted_segments(shards.counts, rank=0, world=1, worker=0, workers=1, seed=3, epoch=0,
+                                    shuffle=False)  # fmt: skip
+        return ShuffleBuffer(SampleReader(shards, segments, on_error="skip"), size=4, initial=2, seed=5)
+
+    full = [(s, i, d["__key__"]) for s, i, d in make()]
+    assert len(full) == 18 and len({key for _, _, key in full}) == 13
+    for k in range(len(full) + 1):
+        first = make()
+        head = [(s, i, d["__key__"]) for _, (s, i, d) in zip(range(k), first, strict=False)]
+        state = json.loads(json.dumps(first.get_state()))
+        second = make()
+        second.reset(state)
+        assert head + [(s, i, d["__key__"]) for s, i, d in second] == full, f"at {k}"

@@ -63,7 +63,7 @@ def one_bad_jpeg(tmp_path, corpus):
 
 
 def test_undecodable_sample_is_skipped_and_counted(one_bad_jpeg):
-    ds = ShardDataset(one_bad_jpeg.index, on_error="skip", buffer_size=3)
+    ds = ShardDataset(one_bad_jpeg.index, on_error="skip", buffer_size=3, keep_length=False)
     keys = sorted(s["__key__"] for s in ds)
     assert keys == ["000", "001", "002", "004", "005"]
     assert ds.errors["decode_errors"] == 1
@@ -77,3 +77,10 @@ def test_undecodable_sample_raises_with_shard_member_and_offset(one_bad_jpeg):
     assert error.url.endswith("train-000000.tar") and error.member == "003.jpg"
     assert error.offset is not None and error.offset > 0 and f"at byte {error.offset}" in str(error)
     assert error.__cause__ is not None
+
+
+def test_undecodable_samples_are_stood_in_for_so_length_holds(one_bad_jpeg):
+    ds = ShardDataset(one_bad_jpeg.index, on_error="skip", buffer_size=3)
+    keys = [s["__key__"] for s in ds]
+    assert len(keys) == len(ds) == 6 and "003" not in keys and len(set(keys)) == 5
+    assert ds.errors["decode_errors"] == 1 and ds.errors["samples_repeated"] == 1

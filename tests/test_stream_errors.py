@@ -38,12 +38,28 @@ def damaged(tmp_path):
 @pytest.mark.parametrize("workers", [0, 2])
 def test_skip_yields_every_good_sample_and_counts_the_bad(damaged, workers):
     index, good, bad, _ = damaged
-    ds = ShardDataset(index, decode=False, on_error="skip", buffer_size=4)
+    ds = ShardDataset(index, decode=False, on_error="skip", buffer_size=4, keep_length=False)
     loader = DataLoader(ds, batch_size=None, num_workers=workers)
     keys = [s["__key__"] for s in loader]
     assert len(keys) == len(set(keys)) and set(keys) == good
     assert ds.errors["samples_skipped"] == len(bad)
     assert ds.errors["shards_failed"] >= 2  # the cut shard's tail and the missing shard
+    assert ds.errors["samples_repeated"] == 0
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_skip_keeps_every_rank_at_its_length_by_repeating_good_samples(damaged, workers):
+    """A damaged shard must not leave one rank a step short: that is a DDP hang."""
+    index, good, bad, _ = damaged
+    lengths, seen = [], set()
+    for rank in range(2):
+        ds = ShardDataset(index, decode=False, on_error="skip", buffer_size=4, rank=rank, world_size=2)
+        keys = [s["__key__"] for s in DataLoader(ds, batch_size=None, num_workers=workers)]
+        lengths.append(len(keys))
+        seen |= set(keys)
+        assert len(keys) == len(ds)
+    assert lengths[0] == lengths[1] == sum(COUNTS) // 2
+    assert seen <= good and not seen & bad
 
 
 def test_warn_warns_and_skips(damaged):
