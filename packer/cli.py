@@ -248,13 +248,20 @@ def _print_summary(summary: PackSummary, as_json: bool) -> None:
         typer.echo(f"oversized samples (alone in their shard): {summary.oversized}")
 
 
+IndexArgument = Annotated[Path, typer.Argument(help=f"An index file or the folder holding {INDEX_NAME}.")]
+
+
+def _index_path(index: Path) -> Path:
+    return index / INDEX_NAME if index.is_dir() else index
+
+
 @app.command("info")
 def info_command(
-    index: Annotated[Path, typer.Argument(help=f"An index file or the folder holding {INDEX_NAME}.")],
+    index: IndexArgument,
     as_json: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False,
 ) -> None:
     """Show a packed dataset's index: pattern, shards, samples, bytes, fields."""
-    path = index / INDEX_NAME if index.is_dir() else index
+    path = _index_path(index)
     try:
         loaded = DatasetIndex.load(path)
     except (OSError, ShardstreamError) as exc:
@@ -276,11 +283,11 @@ def info_command(
 
 @app.command("verify")
 def verify_command(
-    index: Annotated[Path, typer.Argument(help=f"An index file or the folder holding {INDEX_NAME}.")],
+    index: IndexArgument,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
     """Check every shard against the index: size, sha256, sample count, offsets. Exit 1 on a mismatch."""
-    path = index / INDEX_NAME if index.is_dir() else index
+    path = _index_path(index)
     try:
         problems = verify_dataset(path)
     except (OSError, ShardstreamError) as exc:
