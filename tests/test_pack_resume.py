@@ -19,6 +19,31 @@ def _cli(*args: str) -> list[str]:
     return [sys.executable, "-m", "streamer.cli", *args]
 
 
+def _descendants(pid: int) -> set[int]:
+    """Every live process below ``pid``, from /proc (the forkserver, its workers, the resource tracker)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.add(child)
+            todo.append(child)
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
 def _digests(outdir: Path) -> dict[str, str]:
     return {
         p.name: hashlib.sha256(p.read_bytes()).hexdigest()
@@ -55,8 +80,15 @@ def test_kill_9_then_resume_gives_identical_output(many_files, tmp_path, workers
         if journal.exists() and journal.read_text().count("\n") >= 4:  # header + 3 shards published
             break
         time.sleep(0.002)
+    helpers = _descendants(proc.pid)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
+    if workers > 1:
+        assert helpers, "the pack should have had worker processes"
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and any(_alive(pid) for pid in helpers):
+            time.sleep(0.1)
+        assert not [pid for pid in helpers if _alive(pid)], "workers outlived a kill -9 of the packer"
     published = [p for p in killed.glob("*.tar")]
     assert 3 <= len(published) < len(list(clean.glob("*.tar"))), "the kill must land mid-pack"
     assert not (killed / "shardstream-index.json").exists()
