@@ -24,16 +24,21 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 
-def make_shards(root: Path, shards: int, shard_mb: int, member_kb: int = 256) -> Path:
+def make_shards(root: Path, shards: int, shard_mb: int, member_kb: int = 256, jpegs: bool = False) -> Path:
     from packer import PackOptions, pack
 
     raw = root / "raw"
-    per_shard = shard_mb * 1024 // (member_kb + 1)
-    for i in range(shards * per_shard):
-        folder = raw / f"{i // 1000:04d}"
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / f"{i:08d}.bin").write_bytes(os.urandom(member_kb * 1024))
-        (folder / f"{i:08d}.cls").write_text(str(i % 10))
+    if jpegs:  # ~12 kB 256x256 JPEGs: the decode-bound case training actually runs
+        from packer.synth import make_jpegs
+
+        make_jpegs(raw, shards * shard_mb * 1000 // 12)
+    else:
+        per_shard = shard_mb * 1024 // (member_kb + 1)
+        for i in range(shards * per_shard):
+            folder = raw / f"{i // 1000:04d}"
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / f"{i:08d}.bin").write_bytes(os.urandom(member_kb * 1024))
+            (folder / f"{i:08d}.cls").write_text(str(i % 10))
     summary = pack(raw, root / "www" / "d", PackOptions(max_size=shard_mb * 1024 * 1024))
     return Path(summary.index)
 
@@ -63,6 +68,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--decode", action="store_true",
+                        help="JPEG shards decoded to uint8 tensors (image='torch', torchrgb8), not raw bytes")
     parser.add_argument("--cache", choices=["warm", "cold", "both"], default="both",
                         help="warm: shards in the page cache; cold: dropped before every run (root)")
     args = parser.parse_args()
@@ -75,27 +82,31 @@ def main() -> None:
     from tests.servers import nginx
 
     with tempfile.TemporaryDirectory(prefix="http-bench-") as tmp:
-        index = make_shards(Path(tmp), shards, shard_mb)
+        index = make_shards(Path(tmp), shards, shard_mb, jpegs=args.decode)
         www = index.parent.parent
         total = sum(p.stat().st_size for p in index.parent.glob("*.tar"))
         pattern_name = json.loads(index.read_text())["pattern"]
         with nginx(www) as server:
             url = f"{server.url}/d/{index.name}"
             http = HttpOptions(read_timeout=30)
+            ours = {"decode": False} if not args.decode else {"image": "torch"}
+            if args.decode:
+                from streamer.image import turbo_jpeg
+
+                turbo_jpeg()  # imported before the clock, as ShardDataset does when it is built
+
+            def theirs(pattern: str):
+                dataset = wds.WebDataset(pattern, shardshuffle=False, empty_check=False)
+                return dataset.decode("torchrgb8") if args.decode else dataset
+
             contenders = {
-                "ours, local disk": lambda: ShardDataset(index, decode=False, shuffle=False),
-                "ours, HTTP (nginx), prefetch 2": lambda: ShardDataset(
-                    url, decode=False, shuffle=False, http=http
-                ),
+                "ours, local disk": lambda: ShardDataset(index, shuffle=False, **ours),
+                "ours, HTTP (nginx), prefetch 2": lambda: ShardDataset(url, shuffle=False, http=http, **ours),
                 "ours, HTTP (nginx), no prefetch": lambda: ShardDataset(
-                    url, decode=False, shuffle=False, http=http, prefetch=0
+                    url, shuffle=False, http=http, prefetch=0, **ours
                 ),
-                "webdataset, local disk": lambda: wds.WebDataset(
-                    str(index.parent / pattern_name), shardshuffle=False, empty_check=False
-                ),
-                "webdataset, HTTP (curl)": lambda: wds.WebDataset(
-                    f"{server.url}/d/{pattern_name}", shardshuffle=False, empty_check=False
-                ),
+                "webdataset, local disk": lambda: theirs(str(index.parent / pattern_name)),
+                "webdataset, HTTP (curl)": lambda: theirs(f"{server.url}/d/{pattern_name}"),
             }
             modes = ["warm", "cold"] if args.cache == "both" else [args.cache]
             best: dict[str, dict[str, float]] = {}
@@ -115,9 +126,10 @@ def main() -> None:
         f"# HTTP streaming benchmark, {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC",
         "",
         f"Machine: {os.cpu_count()} CPUs, {platform.platform()}; Python {platform.python_version()}.",
-        f"Data: {shards} shards x ~{shard_mb} MB ({total / 1e6:.0f} MB, 256 KiB members), no shuffle, "
-        f"no decode; nginx on 127.0.0.1; best of {rounds} rounds, contenders alternating. warm: shards in "
-        "the page cache (local reads run at memory speed); cold: page cache dropped before every run, so "
+        f"Data: {shards} shards x ~{shard_mb} MB ({total / 1e6:.0f} MB, "
+        + ("256x256 JPEGs decoded to uint8 CHW tensors" if args.decode else "256 KiB members, no decode")
+        + f"), no shuffle; nginx on 127.0.0.1; best of {rounds} rounds, contenders alternating. "
+        "warm: shards in the page cache (local reads run at memory speed); cold: page cache dropped before every run, so "
         "local reads and nginx both read the disk.",
         "",
         "| contender | seconds | MB/s | time vs ours, local disk (same cache state) |",
@@ -143,7 +155,8 @@ def main() -> None:
     text = "\n".join(lines) + "\n"
     print(text)
     if not args.quick:
-        out = REPO / "benchmarks" / "results" / f"http-{datetime.now(timezone.utc):%Y-%m-%d}"
+        name = "http-decode" if args.decode else "http"
+        out = REPO / "benchmarks" / "results" / f"{name}-{datetime.now(timezone.utc):%Y-%m-%d}"
         out.with_suffix(".md").write_text(text)
         out.with_suffix(".json").write_text(json.dumps(best, indent=2))
 
