@@ -129,8 +129,8 @@ def main() -> None:
         f"Data: {shards} shards x ~{shard_mb} MB ({total / 1e6:.0f} MB, "
         + ("256x256 JPEGs decoded to uint8 CHW tensors" if args.decode else "256 KiB members, no decode")
         + f"), no shuffle; nginx on 127.0.0.1; best of {rounds} rounds, contenders alternating. "
-        "warm: shards in the page cache (local reads run at memory speed); cold: page cache dropped before every run, so "
-        "local reads and nginx both read the disk.",
+        "warm: shards in the page cache (local reads run at memory speed); cold: page cache dropped "
+        "before every run, so local reads and nginx both read the disk.",
         "",
         "| contender | seconds | MB/s | time vs ours, local disk (same cache state) |",
         "|---|---|---|---|",
