@@ -1,4 +1,4 @@
-"""The ``shardstream`` command: the packer's commands plus the ones that need the streamer (demo)."""
+"""The ``shardstream`` command: the packer's commands plus the ones that need the streamer (stream, demo)."""
 
 from __future__ import annotations
 
@@ -57,6 +57,59 @@ def demo_command(
             typer.echo(f"{'':12}{kind:5} x{info['count']:<3} {info['example']}")
         typer.echo(f"{'':12}errors: {r['errors']}")
     typer.echo(f"done in {result['seconds']}s")
+
+
+@app.command("stream")
+def stream_command(
+    source: Annotated[str, typer.Argument(help="An index (path, folder or URL), or a brace pattern.")],
+    workers: Annotated[int, typer.Option(help="DataLoader workers.")] = 0,
+    decode: Annotated[bool, typer.Option(help="Decode members (images to tensors), or keep bytes.")] = True,
+    limit: Annotated[int | None, typer.Option(help="Stop after this many samples.")] = None,
+    rank: Annotated[int, typer.Option(help="Read as this rank...")] = 0,
+    world_size: Annotated[int, typer.Option(help="...of this many.")] = 1,
+    on_error: Annotated[str, typer.Option(help="raise, skip or warn.")] = "raise",
+    as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+) -> None:
+    """Stream a dataset as training would and report samples/s, members seen and errors.
+
+    Example: shardstream stream https://host/data/shardstream-index.json --workers 2 --limit 10000
+    """
+    from torch.utils.data import DataLoader
+
+    from packer.errors import ShardstreamError
+    from streamer import ShardDataset
+
+    try:
+        dataset = ShardDataset(source, decode=decode, image="torch", rank=rank, world_size=world_size,
+                               on_error=on_error)  # fmt: skip
+        loader = DataLoader(dataset, batch_size=None, num_workers=workers)
+        started = time.monotonic()
+        count, members = 0, {}
+        for sample in loader:
+            count += 1
+            for name in sample:
+                if not name.startswith("__"):
+                    members[name] = members.get(name, 0) + 1
+            if limit is not None and count >= limit:
+                break
+        seconds = time.monotonic() - started
+    except (ShardstreamError, ValueError) as exc:
+        typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
+        raise typer.Exit(1) from exc
+    summary = {
+        "source": source,
+        "samples": count,
+        "seconds": round(seconds, 3),
+        "samples_per_s": round(count / seconds, 1) if seconds else None,
+        "members": dict(sorted(members.items())),
+        "errors": dataset.errors,
+    }
+    if as_json:
+        typer.echo(json.dumps(summary, indent=2))
+        return
+    typer.echo(f"{count} samples in {seconds:.2f}s ({summary['samples_per_s']} samples/s)")
+    typer.echo(f"members: {summary['members']}")
+    typer.echo(f"errors:  {summary['errors']}")
 
 
 def _stream_summary(index: Path, workers: int) -> dict[str, Any]:

@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parents[1]
 def test_help_lists_commands_and_teaches():
     result = runner.invoke(app, ["--help"])
     assert result.exit_code == 0
-    for command in ("pack", "info", "verify", "demo"):
+    for command in ("pack", "info", "verify", "stream", "demo"):
         assert command in result.output
     pack_help = runner.invoke(app, ["pack", "--help"], env={"COLUMNS": "200"})
     assert "--max-size" in pack_help.output and "256MB" in pack_help.output
@@ -84,3 +84,16 @@ def test_console_script_runs_the_demo():
     summary = json.loads(result.stdout)
     for layout in ("directory", "manifest"):
         assert summary[layout]["samples_read"] == summary[layout]["samples_packed"] == 12
+
+
+def test_stream_command_reads_a_packed_dataset(tmp_path, corpus):
+    assert runner.invoke(app, ["pack", str(corpus.files_dir), str(tmp_path), "-q"]).exit_code == 0
+    result = runner.invoke(app, ["stream", str(tmp_path), "--json", "--no-decode"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert summary["samples"] == corpus.samples and summary["members"]["txt"] == corpus.samples
+    assert summary["errors"]["samples_skipped"] == 0
+    limited = runner.invoke(app, ["stream", str(tmp_path), "--json", "--limit", "5", "--world-size", "2"])
+    assert json.loads(limited.stdout)["samples"] == 5
+    missing = runner.invoke(app, ["stream", str(tmp_path / "nothing-{0..1}.tar")])
+    assert missing.exit_code == 1 and "shard not found" in missing.output
