@@ -207,26 +207,23 @@ class SampleDecoder:
         out: dict[str, Any] = {}
         fields = self._field_set
         resolved = self._resolved
-        for name, value in sample.items():
-            if name.startswith("__"):
-                out[name] = value
-            elif fields is not None and name not in fields:
-                continue
-            elif type(value) is bytes:
-                fn = resolved.get(name)
-                if fn is None:
-                    # Member names repeat from sample to sample: look each one up once.
-                    fn = resolved[name] = self._resolve(name)
-                out[name] = self._decode_member(sample, name, value, fn)
-            elif isinstance(value, (bytearray, memoryview)):
-                out[name] = self._decode_member(sample, name, bytes(value), self._resolve(name))
-            else:
-                out[name] = value  # decoded already, by an earlier stage
-        return out
-
-    def _decode_member(self, sample: dict[str, Any], name: str, data: bytes, fn: Decoder) -> Any:
-        try:
-            return fn(data)
+        name = ""
+        try:  # one try around the loop, not a call per member: this is the per-sample hot path
+            for name, value in sample.items():
+                if name.startswith("__"):
+                    out[name] = value
+                elif fields is not None and name not in fields:
+                    continue
+                elif type(value) is bytes:
+                    fn = resolved.get(name)
+                    if fn is None:
+                        # Member names repeat from sample to sample: look each one up once.
+                        fn = resolved[name] = self._resolve(name)
+                    out[name] = fn(value)
+                elif isinstance(value, (bytearray, memoryview)):
+                    out[name] = self._resolve(name)(bytes(value))
+                else:
+                    out[name] = value  # decoded already, by an earlier stage
         except ImportError:
             raise  # a missing optional dependency, not a bad shard
         except Exception as exc:
@@ -236,6 +233,7 @@ class SampleDecoder:
                 member=f"{sample.get('__key__')}.{name}",
                 offset=sample.get("__offset__"),
             ) from exc
+        return out
 
     def _resolve(self, name: str) -> Decoder:
         """The decoder for a member name: by full name, then by its last part; ``.gz`` unwraps first."""

@@ -25,6 +25,13 @@ class Node(Iterator[T], Generic[T]):
     def get_state(self) -> dict[str, Any]:
         return dict(self._state)
 
+    def __iter__(self) -> Iterator[T]:
+        # Loops run on the generator itself, skipping a Python-level __next__ per item; the state lives
+        # on the node either way.
+        if self._it is None:
+            self.reset()
+        return self._it  # type: ignore[return-value]
+
     def __next__(self) -> T:
         if self._it is None:
             self.reset()
