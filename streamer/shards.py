@@ -5,14 +5,13 @@ A pattern costs O(1) memory at any size; an index keeps per-shard counts as one 
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Sequence
 
 import numpy as np
 
 from packer.errors import FormatError
-from packer.format import FORMAT_NAME, INDEX_NAME, BracePattern, DatasetIndex, offsets_name
+from packer.format import INDEX_NAME, BracePattern, DatasetIndex, offsets_name
 
 from .openers import OpenOptions, join_url, read_small
 
@@ -103,9 +102,6 @@ class ShardList:
         data = read_small(url, options)
         if data is None:
             raise FormatError(f"{url}: index not found")
-        doc = json.loads(data)
-        if doc.get("format") != FORMAT_NAME:
-            raise FormatError(f"{url}: not a {FORMAT_NAME} index")
         index = DatasetIndex.from_json(data.decode("utf-8"), source=url)
         names = BracePattern(index.pattern)
         # Names come from the pattern (O(1)); the index's own list is only checked against it.
