@@ -237,7 +237,7 @@ def pack(
             )
         duplicates = packer.audit_keys(rejects)
         rejects.flush()
-        rejects_path = rejects.path if rejects.count_total else None
+        any_rejects = rejects.count_total > 0
     index = DatasetIndex(
         pattern=shard_pattern(options.prefix, len(progress.shards)),
         shards=progress.shards,
@@ -248,20 +248,8 @@ def pack(
     index.save(out / INDEX_NAME)
     packer.journal.path.unlink(missing_ok=True)
     shutil.rmtree(packer.work, ignore_errors=True)
-    if rejects_path is None:
+    if not any_rejects:
         (out / REJECTS_NAME).unlink(missing_ok=True)
-    return PackSummary(
-        pattern=index.pattern,
-        index=str(out / INDEX_NAME),
-        shards=len(index.shards),
-        samples=index.samples,
-        bytes=index.bytes,
-        skipped=sum(progress.rejected.values()),
-        rejected=dict(progress.rejected),
-        duplicate_keys=duplicates,
-        oversized=progress.oversized,
-        rejects=str(rejects_path) if rejects_path else None,
-        seconds=round(time.monotonic() - started, 3),
-        resumed_from_shard=resumed_from,
-        fields=dict(sorted(progress.fields.items())),
+    return summary_from_index(
+        out, started, index=index, oversized=progress.oversized, resumed_from_shard=resumed_from
     )

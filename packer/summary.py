@@ -32,8 +32,16 @@ class PackSummary:
         return dict(self.__dict__)
 
 
-def summary_from_index(out: Path, started: float) -> PackSummary:
-    index = DatasetIndex.load(out / INDEX_NAME)
+def summary_from_index(
+    out: Path,
+    started: float,
+    *,
+    index: DatasetIndex | None = None,
+    oversized: int = 0,
+    resumed_from_shard: int | None = None,
+) -> PackSummary:
+    """The summary of the pack in ``out``: just written (``index`` given) or found finished on disk."""
+    index = index if index is not None else DatasetIndex.load(out / INDEX_NAME)
     rejects = out / REJECTS_NAME
     return PackSummary(
         pattern=index.pattern,
@@ -44,9 +52,9 @@ def summary_from_index(out: Path, started: float) -> PackSummary:
         skipped=sum(n for k, n in index.rejected.items() if k != DUPLICATE_ACROSS_SHARDS),
         rejected={k: n for k, n in index.rejected.items() if k != DUPLICATE_ACROSS_SHARDS},
         duplicate_keys=index.rejected.get(DUPLICATE_ACROSS_SHARDS, 0),
-        oversized=0,
+        oversized=oversized,
         rejects=str(rejects) if rejects.exists() else None,
         seconds=round(time.monotonic() - started, 3),
-        resumed_from_shard=len(index.shards),
-        fields=index.fields,
+        resumed_from_shard=len(index.shards) if resumed_from_shard is None else resumed_from_shard,
+        fields=dict(sorted(index.fields.items())),
     )
