@@ -141,12 +141,12 @@ def count_samples(spec: dict[str, Any]) -> int:
 
 
 def jpeg_bytes(shards: list[str]) -> list[bytes]:
-    from packer.format.tarread import iter_members
+    from packer.format.tarread import iter_samples
 
     out = []
     for path in shards:
         with open(path, "rb") as handle:
-            out += [m.data for m in iter_members(handle, url=path) if m.name.endswith(".jpg")]
+            out += [sample["jpg"] for sample in iter_samples(handle, url=path) if "jpg" in sample]
     return out
 
 

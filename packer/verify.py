@@ -6,21 +6,17 @@ import hashlib
 from pathlib import Path
 
 from .errors import ShardstreamError
-from .format import DatasetIndex, decode_offsets, offsets_name, split_member_name
-from .format.tarread import iter_members
+from .format import DatasetIndex, decode_offsets, offsets_name
+from .format.tarread import iter_samples
 
 
 def sample_starts(path: Path) -> list[int]:
     """The offset of each sample's first header, found by reading the tar (consecutive equal keys group)."""
-    starts = []
-    last_key = None
+    spans: list[tuple[int, int]] = []
     with open(path, "rb") as handle:
-        for member in iter_members(handle, url=str(path)):
-            key, _ = split_member_name(member.name)
-            if key != last_key:
-                starts.append(member.offset)
-                last_key = key
-    return starts
+        for _ in iter_samples(handle, url=str(path), spans=spans):
+            pass
+    return [start for start, _ in spans]
 
 
 def verify_dataset(index_path: Path) -> list[str]:

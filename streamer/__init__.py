@@ -23,7 +23,7 @@ _EXPORTS = {
     "ShuffleBuffer": "shuffle",
     "collate": "collate",
     "counted_segments": "placement",
-    "group_samples": "reader",
+    "iter_samples": "reader",
     "open_stream": "openers",
     "pad_collate": "collate",
     "register_decoder": "decode",

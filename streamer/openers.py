@@ -75,7 +75,7 @@ def _local_path(url: str) -> str:
 def _open_file(url: str, offset: int, options: OpenOptions) -> BinaryIO:
     path = _local_path(url)
     try:
-        handle = open(path, "rb", buffering=_BUFFER)  # noqa: SIM115 - the caller closes it
+        handle = open(path, "rb", buffering=0)  # noqa: SIM115 - unbuffered: readers fetch 1 MiB at a time
     except FileNotFoundError as exc:
         raise ShardNotFoundError("shard not found", url=url) from exc
     except OSError as exc:

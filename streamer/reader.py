@@ -7,13 +7,14 @@ one bytes value per member extension. Members not in ``fields`` are dropped here
 from __future__ import annotations
 
 import bisect
+import itertools
 import warnings
 from collections.abc import Iterator, Sequence
 from typing import Any, BinaryIO
 
 from packer.errors import ShardReadError
 from packer.format import decode_offsets
-from packer.format.tarread import iter_members
+from packer.format.tarread import iter_samples
 
 from .nodes import Node
 from .openers import OpenOptions, open_stream, read_small, seekable
@@ -24,32 +25,6 @@ from .shared import SharedState
 
 RawSample = tuple[int, int, dict[str, Any]]
 ON_ERROR = ("raise", "skip", "warn")
-
-
-def group_samples(
-    members: Iterator[Any], url: str, ends: Sequence[int] | None = None
-) -> Iterator[dict[str, Any]]:
-    """Consecutive members sharing a key form one sample.
-
-    With ``ends`` (the byte where each sample ends, from the offsets sidecar) a sample is handed out as
-    soon as its last member is read; without, only when the next key shows up.
-    """
-    sample: dict[str, Any] | None = None
-    i = 0
-    for name, data, _offset, end in members:
-        dot = name.find(".", name.rfind("/") + 1)  # split_member_name, inlined on the hot path
-        key, ext = (name[:dot], name[dot + 1 :]) if dot >= 0 else (name, "")
-        if sample is None or key != sample["__key__"]:
-            if sample is not None:
-                yield sample
-            sample = {"__key__": key, "__url__": url}
-        sample[ext] = data
-        if ends is not None and i < len(ends) and end >= ends[i]:
-            yield sample
-            sample = None
-            i += 1
-    if sample is not None:
-        yield sample
 
 
 class SampleReader(Node[RawSample]):
@@ -82,7 +57,8 @@ class SampleReader(Node[RawSample]):
         self._prefetcher: Prefetcher | None = None
         self.keep_length = keep_length
         self._deficit = 0  # skipped samples still to be stood in for
-        self._last: tuple[int, int] | None = None
+        self._last: tuple[int, int, Any] | None = None  # the last sample handed out
+        self._segment = self._segment_start = self._position = 0
         self._offsets_cache: tuple[int, Any] | None = None
 
     # -- offsets ---------------------------------------------------------------------------------------
@@ -126,10 +102,14 @@ class SampleReader(Node[RawSample]):
             self._prefetcher.schedule(ahead, opener)
 
     # -- reading ---------------------------------------------------------------------------------------
-    def _samples(
+    def _open_samples(
         self, shard: int, first: int, ready: ReadAhead | None = None
-    ) -> Iterator[tuple[int, dict[str, Any]]]:
-        """Samples of a shard from index ``first``: one seek with offsets, else read and skip."""
+    ) -> tuple[Iterator[dict[str, Any]], BinaryIO]:
+        """Samples of a shard from index ``first``, and the stream to close after them.
+
+        With the offsets sidecar the stream starts at the sample (one seek); without, earlier ones are read
+        and skipped.
+        """
         url = self.shards.urls[shard]
         if ready is not None:
             offsets = ready.wait_opened()
@@ -139,35 +119,30 @@ class SampleReader(Node[RawSample]):
             offsets = self.offsets(shard)
             stream = self._open(shard, first, offsets)
         start_byte = int(offsets[first]) if offsets is not None and first < len(offsets) else 0
-        skip = 0 if offsets is not None else first
         ends = offsets[first + 1 :] if offsets is not None else None
-        try:
-            index = first - skip
-            for sample in group_samples(iter_members(stream, url=url, start=start_byte), url, ends):
-                if skip:
-                    skip -= 1
-                    index += 1
-                    continue
-                yield index, self._filter(sample)
-                index += 1
-        finally:
-            stream.close()
+        samples: Iterator[dict[str, Any]] = iter_samples(stream, url=url, start=start_byte, ends=ends)
+        if offsets is None and first:
+            samples = itertools.islice(samples, first, None)
+        if self.keep is not None:
+            samples = map(self._filter, samples)
+        return samples, stream
 
     def _filter(self, sample: dict[str, Any]) -> dict[str, Any]:
-        if self.keep is None:
-            return sample
-        return {k: v for k, v in sample.items() if k.startswith("__") or k in self.keep}
+        return {k: v for k, v in sample.items() if k.startswith("__") or k in self.keep}  # type: ignore[operator]
 
     def read_one(self, shard: int, index: int) -> dict[str, Any]:
         """Random access to one sample, for restoring a shuffle buffer."""
-        for _, sample in self._samples(shard, index):
-            return sample
+        samples, stream = self._open_samples(shard, index)
+        with stream:
+            for sample in samples:
+                return sample
         raise ShardReadError(f"shard has no sample {index}", url=self.shards.urls[shard])
 
     def get_state(self) -> dict[str, Any]:
-        state = dict(self._state)
+        state = {"segment": self._segment, "done": self._position - self._segment_start}
         if self._deficit or self._last is not None:
-            state["deficit"], state["last"] = self._deficit, self._last
+            state["deficit"] = self._deficit
+            state["last"] = (self._last[0], self._last[1]) if self._last is not None else None
         return state
 
     def _generate(self, state: dict[str, Any] | None) -> Iterator[RawSample]:
@@ -175,66 +150,73 @@ class SampleReader(Node[RawSample]):
         done = state["done"] if state else 0
         self._deficit = state.get("deficit", 0) if state else 0
         last = state.get("last") if state else None
-        self._last = tuple(last) if last is not None else None
+        self._last = (last[0], last[1], None) if last is not None else None
+        self._segment, self._segment_start, self._position = k, 0, done
         if self._prefetcher is not None:
             self._prefetcher.close()
         self._prefetcher = Prefetcher(self.prefetch, self.prefetch_bytes) if self.prefetch else None
         try:
             if self._deficit and self._last is not None:  # saved while repeats were still owed
-                shard, index = self._last
-                yield from self._repeats((shard, index, self.read_one(shard, index)))
+                yield from self._repeats(self._last)
             while True:
                 try:
                     segment = self.segments[k]
                 except IndexError:
                     if self._deficit and self._last is not None:  # the damage came last: repeat from before
-                        shard, index = self._last
-                        yield from self._repeats((shard, index, self.read_one(shard, index)))
+                        yield from self._repeats(self._last)
                     return
-                self._state = {"segment": k, "done": done}
+                self._segment, self._segment_start = k, segment.start
                 self._schedule(k)
-                for item in self._read_segment(k, segment, done):
-                    self._last = (item[0], item[1])
-                    yield item
-                    if self._deficit:
-                        yield from self._repeats(item)
+                # The per-sample hot path, inline rather than a generator per segment: state lives in
+                # attributes and get_state builds the dict.
+                shard, stop = segment.shard, segment.stop
+                position = self._position = segment.start + done
+                ready = self._prefetcher.take(k) if self._prefetcher is not None and done == 0 else None
+                while stop is None or position < stop:
+                    stream = None
+                    try:
+                        samples, stream = self._open_samples(shard, position, ready)
+                        ready = None  # after an error the segment reopens at the next good sample, directly
+                        for sample in samples:
+                            item = (shard, position, sample)
+                            position += 1
+                            self._position = position
+                            self._last = item
+                            yield item
+                            if self._deficit:
+                                yield from self._repeats(item)
+                            if position == stop:
+                                break
+                        else:
+                            if stop is not None and position < stop:
+                                raise ShardReadError(
+                                    f"shard ended after sample {position}; the index promises {stop}",
+                                    url=self.shards.urls[shard],
+                                )
+                        break
+                    except ShardReadError as exc:
+                        next_position = self._recover(exc, segment, position)
+                        if next_position is None:
+                            break
+                        position = self._position = next_position
+                    finally:
+                        if stream is not None:
+                            stream.close()
                 k, done = k + 1, 0
-                self._state = {"segment": k, "done": 0}
+                self._segment, self._segment_start, self._position = k, 0, 0
         finally:
             if self._prefetcher is not None:
                 self._prefetcher.close()
 
-    def _repeats(self, item: RawSample) -> Iterator[RawSample]:
+    def _repeats(self, item: tuple[int, int, Any]) -> Iterator[RawSample]:
         """Stand-ins for skipped samples, so a rank keeps its promised length (DDP needs equal steps)."""
+        shard, index, sample = item
+        if sample is None:  # known by position only, from a saved state
+            sample = self.read_one(shard, index)
         while self._deficit:
             self._deficit -= 1
             self.counters.add("samples_repeated", 1)
-            yield item[0], item[1], dict(item[2])
-
-    def _read_segment(self, k: int, segment: Segment, done: int) -> Iterator[RawSample]:
-        url = self.shards.urls[segment.shard]
-        position = segment.start + done
-        ready = self._prefetcher.take(k) if self._prefetcher is not None and done == 0 else None
-        while segment.stop is None or position < segment.stop:
-            try:
-                samples = self._samples(segment.shard, position, ready)
-                ready = None  # after an error the segment reopens at the next good sample, directly
-                for index, sample in samples:
-                    position = index + 1
-                    self._state = {"segment": k, "done": position - segment.start}
-                    yield segment.shard, index, sample
-                    if segment.stop is not None and position >= segment.stop:
-                        return
-                if segment.stop is not None and position < segment.stop:
-                    raise ShardReadError(
-                        f"shard ended after sample {position}; the index promises {segment.stop}", url=url
-                    )
-                return
-            except ShardReadError as exc:
-                position = self._recover(exc, segment, position)
-                if position is None:
-                    return
-                self._state = {"segment": k, "done": position - segment.start}
+            yield shard, index, dict(sample)
 
     def _recover(self, exc: ShardReadError, segment: Segment, position: int) -> int | None:
         """After a read error: raise, or skip the damaged sample and return where to go on (None: give up)."""

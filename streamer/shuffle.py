@@ -55,15 +55,29 @@ class ShuffleBuffer(Node[RawSample]):
             self._buffer = []
         buffer = self._buffer
         source = self.source
+        draw = self._rng.random
+        initial, size = self.initial, self.size
         for item in source:
-            buffer.append(item)
-            if len(buffer) < self.initial:
+            n = len(buffer) + 1  # with the incoming sample
+            if n < initial:
+                buffer.append(item)
                 continue
-            if len(buffer) < self.size:
+            if n < size:
                 # Growing: take one more in for every one handed out, until the buffer is full.
+                buffer.append(item)
                 extra = next(source, None)
                 if extra is not None:
                     buffer.append(extra)
-            yield self._pick()
+                yield self._pick()
+                continue
+            # Full: what _pick does, without the append and pop. The incoming sample takes the place of
+            # the one handed out (or is handed out itself), so the stream is the same either way.
+            j = int(draw() * n)
+            if j == n - 1:
+                yield item
+            else:
+                out = buffer[j]
+                buffer[j] = item
+                yield out
         while buffer:
             yield self._pick()

@@ -25,7 +25,7 @@ from packer.format import (
     split_member_name,
 )
 from packer.format.tarheader import padded
-from packer.format.tarread import iter_members
+from packer.format.tarread import iter_samples
 
 
 @pytest.mark.parametrize(
@@ -111,7 +111,35 @@ def test_hand_written_headers_read_back_with_tarfile_and_our_reader(members):
         got = [(m.name, tar.extractfile(m).read()) for m in tar.getmembers()]
     assert got == list(members)
     archive.seek(0)
-    assert [(m.name, m.data) for m in iter_members(archive)] == list(members)
+    assert list(iter_samples(archive, url="u")) == _grouped(members, "u")
+
+
+def _grouped(members, url):
+    """Consecutive members with one key make one sample (a repeated extension keeps the last data)."""
+    samples = []
+    for name, data in members:
+        key, ext = split_member_name(name)
+        if not samples or samples[-1]["__key__"] != key:
+            samples.append({"__key__": key, "__url__": url})
+        samples[-1][ext] = data
+    return samples
+
+
+def _names(samples):
+    return [f"{s['__key__']}.{ext}" for s in samples for ext in s if not ext.startswith("__")]
+
+
+def test_spans_give_each_samples_byte_range_and_ends_split_samples_early():
+    archive = b"".join(
+        member_header(name, 3) + b"abc" + b"\0" * padded(3) for name in ("a.jpg", "a.txt", "b.jpg")
+    ) + end_of_archive()
+    spans = []
+    assert _names(iter_samples(io.BytesIO(archive), spans=spans)) == ["a.jpg", "a.txt", "b.jpg"]
+    assert spans == [(0, 2048), (2048, 3072)]
+    # With ends, a sample is complete at its end byte, whatever the next member's key.
+    split = list(iter_samples(io.BytesIO(archive), ends=[1024, 2048, 3072]))
+    assert [sorted(s) for s in split] == [["__key__", "__url__", "jpg"], ["__key__", "__url__", "txt"],
+                                          ["__key__", "__url__", "jpg"]]  # fmt: skip
 
 
 def test_headers_are_readable_by_gnu_tar(tmp_path):
@@ -128,11 +156,11 @@ def test_headers_are_readable_by_gnu_tar(tmp_path):
 def test_reader_names_offset_of_truncation_and_corruption():
     good = member_header("k.txt", 600) + b"x" * 600 + b"\0" * padded(600)
     with pytest.raises(ShardReadError, match=r"u member 'k.txt' at byte 0: truncated"):
-        list(iter_members(io.BytesIO(good[:900]), url="u"))
+        list(iter_samples(io.BytesIO(good[:900]), url="u"))
     damaged = bytearray(good + member_header("k2.txt", 1) + b"y" + b"\0" * 511)
     damaged[1536 + 10] ^= 0xFF
     with pytest.raises(ShardReadError, match="at byte 1536: corrupt tar header"):
-        list(iter_members(io.BytesIO(bytes(damaged)), url="u"))
+        list(iter_samples(io.BytesIO(bytes(damaged)), url="u"))
 
 
 def test_offsets_round_trip_and_validation():
@@ -186,4 +214,4 @@ def test_reader_accepts_every_common_checksum_spelling(checksum_field):
     value = sum(header)
     header[148:156] = (checksum_field.decode() % value).encode()
     archive = bytes(header) + b"x" + b"\0" * 511 + end_of_archive()
-    assert [m.name for m in iter_members(io.BytesIO(archive))] == ["k.txt"]
+    assert _names(iter_samples(io.BytesIO(archive))) == ["k.txt"]
