@@ -1165,7 +1165,10 @@ def main(argv: list[str] | None = None) -> int:
         if "decode" in benches:
             assert jpeg is not None
             result["decode"] = bench_decode(jpeg, repeats, args.image_size, log)
+        # A partial run (--only) gets its own file rather than overwriting the day's full one.
         stamp = dt.date.today().isoformat() + ("-quick" if quick else "")
+        if args.only:
+            stamp += "-" + "-".join(args.only)
         if args.profile:
             prof = profile_ours(
                 tiny if "tiny" in which else None,

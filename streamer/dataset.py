@@ -80,7 +80,7 @@ class ShardDataset(IterableDataset):
         cache_dir: str | os.PathLike[str] | None = None,
         cache_size: int | str | None = None,
         prefetch: int | None = None,
-        prefetch_bytes: int = 64 << 20,
+        prefetch_bytes: int = 16 << 20,
     ) -> None:
         super().__init__()
         if on_error not in ON_ERROR:

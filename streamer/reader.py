@@ -40,7 +40,7 @@ class SampleReader(Node[RawSample]):
         counters: SharedState | None = None,
         options: OpenOptions | None = None,
         prefetch: int = 0,
-        prefetch_bytes: int = 64 << 20,
+        prefetch_bytes: int = 16 << 20,
         keep_length: bool = True,
     ) -> None:
         super().__init__()

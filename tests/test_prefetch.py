@@ -1,0 +1,92 @@
+"""Read-ahead: bounded while the shard waits its turn, then the reader's own stream; bytes unchanged."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import pytest
+
+from streamer.prefetch import ReadAhead
+
+MIB = 1 << 20
+
+
+class Recording:
+    """A real file whose reads note how far they got and on which thread."""
+
+    def __init__(self, path):
+        self.handle = open(path, "rb", buffering=0)  # noqa: SIM115 - closed by close()
+        self.read_bytes = 0
+        self.threads: set[int] = set()
+        self.closed = False
+
+    def readinto(self, view):
+        self.threads.add(threading.get_ident())
+        count = self.handle.readinto(view)
+        self.read_bytes += count
+        return count
+
+    def close(self):
+        self.closed = True
+        self.handle.close()
+
+
+@pytest.fixture
+def shard(tmp_path):
+    path = tmp_path / "blob"
+    path.write_bytes(os.urandom(12 * MIB + 12345))
+    return path
+
+
+def _wait_until(condition, seconds=10.0):
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached in time")
+        time.sleep(0.01)
+
+
+def test_reads_ahead_at_most_its_budget_then_the_reader_takes_the_stream_over(shard):
+    stream = Recording(shard)
+    ahead = ReadAhead(lambda: ("extra", stream), max_bytes=3 * MIB)
+    assert ahead.wait_opened() == "extra"
+    _wait_until(lambda: ahead._filled.full())
+    time.sleep(0.1)  # a thread that ignored the budget would read on now
+    assert stream.read_bytes <= 4 * MIB  # three queued chunks and the one it waits to queue
+    got = ahead.read()
+    assert got == shard.read_bytes()
+    assert threading.get_ident() in stream.threads  # after the hand-over the reader read the file itself
+    ahead.close()
+    assert stream.closed
+
+
+def test_an_error_after_the_last_needed_byte_stays_unseen(tmp_path):
+    data = os.urandom(300_000)
+
+    class BreaksAtTheEnd:
+        def __init__(self):
+            self.position = 0
+
+        def readinto(self, view):
+            if self.position >= len(data):
+                raise ConnectionResetError("the server went away after the body")
+            count = min(len(view), 100_000, len(data) - self.position)
+            view[:count] = data[self.position : self.position + count]
+            self.position += count
+            return count
+
+        def close(self):
+            pass
+
+    ahead = ReadAhead(lambda: (None, BreaksAtTheEnd()), max_bytes=4 * MIB)
+    buffer = bytearray(len(data))
+    view = memoryview(buffer)
+    filled = 0
+    while filled < len(data):
+        filled += ahead.readinto(view[filled:])
+    assert bytes(buffer) == data  # the bytes come first; the error only on a read past them
+    with pytest.raises(ConnectionResetError):
+        ahead.readinto(bytearray(10))
+    ahead.close()
