@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import io
 import subprocess
-import tarfile
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from packer.errors import FormatError, KeyRuleError, ShardReadError
@@ -20,12 +18,9 @@ from packer.format import (
     encode_offsets,
     end_of_archive,
     member_header,
-    member_size,
     shard_pattern,
     split_member_name,
 )
-from packer.format.tarheader import padded
-from packer.format.tarread import iter_samples
 
 
 @pytest.mark.parametrize(
@@ -87,61 +82,6 @@ def test_bad_patterns_raise_format_error():
         BracePattern("a{{0..3}}")
 
 
-names = st.one_of(
-    st.from_regex(r"[a-z0-9_/-]{1,40}\.[a-z0-9]{1,5}", fullmatch=True),
-    st.text(st.characters(blacklist_categories=("Cs", "Cc")), min_size=1, max_size=300).map(
-        lambda s: s.replace("\0", "x") + ".bin"
-    ),
-)
-
-
-@settings(max_examples=150, deadline=None)
-@given(st.lists(st.tuples(names, st.binary(max_size=2000)), min_size=1, max_size=6))
-def test_hand_written_headers_read_back_with_tarfile_and_our_reader(members):
-    archive = io.BytesIO()
-    expected_size = 0
-    for name, data in members:
-        header = member_header(name, len(data))
-        archive.write(header + data + b"\0" * padded(len(data)))
-        expected_size += member_size(name, len(data))
-    archive.write(end_of_archive())
-    assert len(archive.getvalue()) == expected_size + 1024
-    archive.seek(0)
-    with tarfile.open(fileobj=archive, mode="r:") as tar:
-        got = [(m.name, tar.extractfile(m).read()) for m in tar.getmembers()]
-    assert got == list(members)
-    archive.seek(0)
-    assert list(iter_samples(archive, url="u")) == _grouped(members, "u")
-
-
-def _grouped(members, url):
-    """Consecutive members with one key make one sample (a repeated extension keeps the last data)."""
-    samples = []
-    for name, data in members:
-        key, ext = split_member_name(name)
-        if not samples or samples[-1]["__key__"] != key:
-            samples.append({"__key__": key, "__url__": url})
-        samples[-1][ext] = data
-    return samples
-
-
-def _names(samples):
-    return [f"{s['__key__']}.{ext}" for s in samples for ext in s if not ext.startswith("__")]
-
-
-def test_spans_give_each_samples_byte_range_and_ends_split_samples_early():
-    archive = b"".join(
-        member_header(name, 3) + b"abc" + b"\0" * padded(3) for name in ("a.jpg", "a.txt", "b.jpg")
-    ) + end_of_archive()
-    spans = []
-    assert _names(iter_samples(io.BytesIO(archive), spans=spans)) == ["a.jpg", "a.txt", "b.jpg"]
-    assert spans == [(0, 2048), (2048, 3072)]
-    # With ends, a sample is complete at its end byte, whatever the next member's key.
-    split = list(iter_samples(io.BytesIO(archive), ends=[1024, 2048, 3072]))
-    assert [sorted(s) for s in split] == [["__key__", "__url__", "jpg"], ["__key__", "__url__", "txt"],
-                                          ["__key__", "__url__", "jpg"]]  # fmt: skip
-
-
 def test_headers_are_readable_by_gnu_tar(tmp_path):
     path = tmp_path / "x.tar"
     long_name = "d/" * 70 + "long.txt"
@@ -151,16 +91,6 @@ def test_headers_are_readable_by_gnu_tar(tmp_path):
         handle.write(end_of_archive())
     listed = subprocess.run(["tar", "tf", str(path)], capture_output=True, text=True, check=True).stdout
     assert listed.splitlines() == ["a/b.txt", long_name, "ünï/cödé.txt"]
-
-
-def test_reader_names_offset_of_truncation_and_corruption():
-    good = member_header("k.txt", 600) + b"x" * 600 + b"\0" * padded(600)
-    with pytest.raises(ShardReadError, match=r"u member 'k.txt' at byte 0: truncated"):
-        list(iter_samples(io.BytesIO(good[:900]), url="u"))
-    damaged = bytearray(good + member_header("k2.txt", 1) + b"y" + b"\0" * 511)
-    damaged[1536 + 10] ^= 0xFF
-    with pytest.raises(ShardReadError, match="at byte 1536: corrupt tar header"):
-        list(iter_samples(io.BytesIO(bytes(damaged)), url="u"))
 
 
 def test_offsets_round_trip_and_validation():
@@ -205,13 +135,3 @@ def test_errors_survive_pickling_across_processes():
     ):
         copy = pickle.loads(pickle.dumps(error))
         assert type(copy) is type(error) and str(copy) == str(error)
-
-
-@pytest.mark.parametrize("checksum_field", [b"%06o\0 ", b"%07o\0", b" %05o\0 "])
-def test_reader_accepts_every_common_checksum_spelling(checksum_field):
-    header = bytearray(member_header("k.txt", 1))
-    header[148:156] = b" " * 8
-    value = sum(header)
-    header[148:156] = (checksum_field.decode() % value).encode()
-    archive = bytes(header) + b"x" + b"\0" * 511 + end_of_archive()
-    assert _names(iter_samples(io.BytesIO(archive))) == ["k.txt"]
