@@ -242,6 +242,8 @@ http {{
     access_log {prefix}/access.log shardstream;
     keepalive_timeout 10s;
     server_tokens off;
+    sendfile on;  # as Debian's stock nginx.conf: file pages go to the socket without a copy in nginx
+    tcp_nopush on;
     server {{
         listen {host}:{port};
 {tls}        root {root};

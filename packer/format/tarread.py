@@ -1,8 +1,9 @@
 """Tar shards to samples, by hand: 512-byte headers parsed and grouped in one loop, without tarfile.
 
 One fused loop (headers, checksums, member data, grouping by key) rather than a member iterator feeding
-a grouping stage: the hop between two generators cost as much per member as parsing its header. Reads
-ustar, pax ('x'/'g') and GNU long names ('L'); regular files only.
+a grouping stage: the hop between two generators cost as much per member as parsing its header. A plain
+regular member's header is read by one C call (_tarscan.c) when that is built; everything else, and
+everything without it, in Python. Reads ustar, pax ('x'/'g') and GNU long names ('L'); regular files only.
 """
 
 from __future__ import annotations
