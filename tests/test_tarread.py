@@ -196,3 +196,28 @@ def test_c_and_python_agree_on_tarfiles_archives(members, tar_format):
 def test_c_and_python_agree_on_foreign_shards(name):
     (c_samples, c_spans), (py_samples, py_spans) = _both(Path(SHARED / "foreign-shards" / name).read_bytes())
     assert c_samples == py_samples and c_spans == py_spans and c_samples
+
+
+def test_a_forked_worker_never_writes_into_its_parents_buffers():
+    import io as _io
+    import os
+
+    from packer.format import window
+
+    parent = window.ReadWindow(_io.BytesIO(b"p" * 4096))
+    parent.fill(4096)
+    spare = window.ReadWindow(_io.BytesIO(b"s" * 4096))
+    spare.fill(4096)
+    spare_buffer = spare.buf
+    spare.release()  # into the pool a forked child would take from
+    pid = os.fork()
+    if pid == 0:  # the child: overwrite both, as a DataLoader worker reading other shards would
+        try:
+            parent.buf[:4096] = b"c" * 4096
+            child = window.ReadWindow(_io.BytesIO(b"c" * 4096))
+            child.fill(4096)
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+    assert parent.buf[:4096] == b"p" * 4096
+    assert spare_buffer[:4096] == b"s" * 4096

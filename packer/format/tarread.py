@@ -69,135 +69,138 @@ def iter_samples(
     the URL, member and offset; samples read before it have been yielded.
     """
     window = ReadWindow(stream)
-    buf = window.buf
-    pos = end = 0  # the window's, kept in locals on the hot path and handed back before it refills
-    offset = start
-    long_name: str | None = None
-    pax: dict[str, str] = {}
-    first_header = None  # of the current member: pax and long-name headers come before its own
-    sample: dict[str, Any] | None = None
-    key = None
-    sample_start = start
-    if ends is None:
-        ends = ()
-    i, last = 0, len(ends)
-    scan = _header_at
-    while True:
-        # Fast path: a plain regular member, header and data in the window, read by one C call.
-        member = None
-        if scan is not None and pos + BLOCK <= end and not pax and long_name is None:
-            member = scan(buf, pos)
-        if member is not None:
-            size, name_key, ext = member
-            padded_size = size + (-size % BLOCK)
-            data_at = pos + BLOCK
-            if data_at + padded_size > end:
-                member = None
-        if member is not None:
-            data = buf[data_at : data_at + size]
-            pos = data_at + padded_size
-            if first_header is None:  # else a global pax header came first, as the general path counts it
-                first_header = offset
-            offset += BLOCK + padded_size
-        else:
-            if pos + BLOCK <= end:
-                header = buf[pos : pos + BLOCK]
-                pos += BLOCK
+    try:
+        buf = window.buf
+        pos = end = 0  # the window's, kept in locals on the hot path and handed back before it refills
+        offset = start
+        long_name: str | None = None
+        pax: dict[str, str] = {}
+        first_header = None  # of the current member: pax and long-name headers come before its own
+        sample: dict[str, Any] | None = None
+        key = None
+        sample_start = start
+        if ends is None:
+            ends = ()
+        i, last = 0, len(ends)
+        scan = _header_at
+        while True:
+            # Fast path: a plain regular member, header and data in the window, read by one C call.
+            member = None
+            if scan is not None and pos + BLOCK <= end and not pax and long_name is None:
+                member = scan(buf, pos)
+            if member is not None:
+                size, name_key, ext = member
+                padded_size = size + (-size % BLOCK)
+                data_at = pos + BLOCK
+                if data_at + padded_size > end:
+                    member = None
+            if member is not None:
+                data = buf[data_at : data_at + size]
+                pos = data_at + padded_size
+                if first_header is None:  # else a global pax header came first, as the general path counts it
+                    first_header = offset
+                offset += BLOCK + padded_size
             else:
-                window.pos = pos
-                header = window.take(BLOCK)
-                pos, end = window.pos, window.end
-                if len(header) < BLOCK:
-                    if header:
-                        raise ShardReadError("truncated tar header", url=url, offset=offset)
-                    break  # a tar without the end-of-archive blocks, as some writers leave
-            # The checksum is the header's byte sum with its own field counted as spaces (8 * 32 = 256);
-            # adler32's low half is 1 + the byte sum mod 65521, computed in C. This reads the field as
-            # "%06o\0 " (GNU tar, Python's tarfile, our packer), whose own byte sum follows from its
-            # value: 6 * 48 + 32 and the octal digits. Other spellings are checked exactly before they
-            # count as damage.
-            try:
-                expected = int(header[148:154], 8)
-                fast = expected - 256 + 320 + _DIGIT_SUM[expected >> 9] + _DIGIT_SUM[expected & 511]
-            except (ValueError, IndexError):
-                fast = -1
-            if (adler32(header) & 0xFFFF) - 1 - fast not in _SAME and not _checksum_matches(header):
-                if header == _ZERO_BLOCK:
-                    break  # the end-of-archive block
-                raise ShardReadError("corrupt tar header (checksum mismatch)", url=url, offset=offset)
-            if first_header is None:
-                first_header = offset
-            if pax and "size" in pax:
-                size = int(pax["size"])
-            else:
+                if pos + BLOCK <= end:
+                    header = buf[pos : pos + BLOCK]
+                    pos += BLOCK
+                else:
+                    window.pos = pos
+                    header = window.take(BLOCK)
+                    pos, end = window.pos, window.end
+                    if len(header) < BLOCK:
+                        if header:
+                            raise ShardReadError("truncated tar header", url=url, offset=offset)
+                        break  # a tar without the end-of-archive blocks, as some writers leave
+                # The checksum is the header's byte sum with its own field counted as spaces (8 * 32 = 256);
+                # adler32's low half is 1 + the byte sum mod 65521, computed in C. This reads the field as
+                # "%06o\0 " (GNU tar, Python's tarfile, our packer), whose own byte sum follows from its
+                # value: 6 * 48 + 32 and the octal digits. Other spellings are checked exactly before they
+                # count as damage.
                 try:
-                    size = int(header[124:135], 8)  # the common "%011o\0" form, without a split list
-                except ValueError:
-                    size = _number(header[124:136], url, offset)
-            padded_size = size + (-size % BLOCK)
-            if pos + padded_size <= end:
-                data = buf[pos : pos + size]  # one copy, of the data alone; the padding is stepped over
-                pos += padded_size
-            else:
-                window.pos = pos
-                data = window.take(size)
-                got = len(data)
-                if got == size and padded_size > size:
-                    got += min(padded_size - size, window.fill(padded_size - size))
-                    window.pos += got - size
-                pos, end = window.pos, window.end
-                if got < padded_size:
-                    raise ShardReadError(
-                        f"truncated tar: member needs {padded_size} bytes with padding, {got} remain",
-                        url=url,
-                        member=_header_name(header),
-                        offset=offset,
-                    )
-            offset += BLOCK + padded_size
-            typeflag = header[156]
-            if typeflag not in _REGULAR:
-                if typeflag == _PAX:
-                    pax = _pax_records(data)
-                elif typeflag == _LONGNAME:
-                    long_name = data.rstrip(b"\0").decode("utf-8", "surrogateescape")
-                elif typeflag != _GLOBAL_PAX:
-                    first_header, long_name, pax = None, None, {}  # directories, links: not sample members
-                continue
-            if long_name is not None or pax:
-                name = long_name if long_name is not None else pax.get("path") or _header_name(header)
-                long_name, pax = None, {}
-            elif header[345]:  # a ustar prefix
-                name = _header_name(header)
-            else:
-                stop = header.find(0, 0, 100)  # NUL-terminated unless it fills the field
-                name = header[: stop if stop >= 0 else 100].decode("utf-8", "surrogateescape")
-            # The key/extension rule (keys.split_member_name), inlined: this runs once per member.
-            dot = name.find(".", name.rfind("/") + 1)
-            if dot >= 0:
-                name_key, ext = name[:dot], name[dot + 1 :]
-            else:
-                name_key, ext = name, ""
-        if sample is None or name_key != key:
-            if sample is not None:
+                    expected = int(header[148:154], 8)
+                    fast = expected - 256 + 320 + _DIGIT_SUM[expected >> 9] + _DIGIT_SUM[expected & 511]
+                except (ValueError, IndexError):
+                    fast = -1
+                if (adler32(header) & 0xFFFF) - 1 - fast not in _SAME and not _checksum_matches(header):
+                    if header == _ZERO_BLOCK:
+                        break  # the end-of-archive block
+                    raise ShardReadError("corrupt tar header (checksum mismatch)", url=url, offset=offset)
+                if first_header is None:
+                    first_header = offset
+                if pax and "size" in pax:
+                    size = int(pax["size"])
+                else:
+                    try:
+                        size = int(header[124:135], 8)  # the common "%011o\0" form, without a split list
+                    except ValueError:
+                        size = _number(header[124:136], url, offset)
+                padded_size = size + (-size % BLOCK)
+                if pos + padded_size <= end:
+                    data = buf[pos : pos + size]  # one copy, of the data alone; the padding is stepped over
+                    pos += padded_size
+                else:
+                    window.pos = pos
+                    data = window.take(size)
+                    got = len(data)
+                    if got == size and padded_size > size:
+                        got += min(padded_size - size, window.fill(padded_size - size))
+                        window.pos += got - size
+                    pos, end = window.pos, window.end
+                    if got < padded_size:
+                        raise ShardReadError(
+                            f"truncated tar: member needs {padded_size} bytes with padding, {got} remain",
+                            url=url,
+                            member=_header_name(header),
+                            offset=offset,
+                        )
+                offset += BLOCK + padded_size
+                typeflag = header[156]
+                if typeflag not in _REGULAR:
+                    if typeflag == _PAX:
+                        pax = _pax_records(data)
+                    elif typeflag == _LONGNAME:
+                        long_name = data.rstrip(b"\0").decode("utf-8", "surrogateescape")
+                    elif typeflag != _GLOBAL_PAX:  # directories, links: not sample members
+                        first_header, long_name, pax = None, None, {}
+                    continue
+                if long_name is not None or pax:
+                    name = long_name if long_name is not None else pax.get("path") or _header_name(header)
+                    long_name, pax = None, {}
+                elif header[345]:  # a ustar prefix
+                    name = _header_name(header)
+                else:
+                    stop = header.find(0, 0, 100)  # NUL-terminated unless it fills the field
+                    name = header[: stop if stop >= 0 else 100].decode("utf-8", "surrogateescape")
+                # The key/extension rule (keys.split_member_name), inlined: this runs once per member.
+                dot = name.find(".", name.rfind("/") + 1)
+                if dot >= 0:
+                    name_key, ext = name[:dot], name[dot + 1 :]
+                else:
+                    name_key, ext = name, ""
+            if sample is None or name_key != key:
+                if sample is not None:
+                    if spans is not None:
+                        spans.append((sample_start, first_header))
+                    yield sample
+                key = name_key
+                sample = {"__key__": key, "__url__": url}
+                sample_start = first_header
+            sample[ext] = data
+            first_header = None
+            if i < last and offset >= ends[i]:
                 if spans is not None:
-                    spans.append((sample_start, first_header))
+                    spans.append((sample_start, offset))
                 yield sample
-            key = name_key
-            sample = {"__key__": key, "__url__": url}
-            sample_start = first_header
-        sample[ext] = data
-        first_header = None
-        if i < last and offset >= ends[i]:
+                sample = None
+                i += 1
+        if sample is not None:
             if spans is not None:
                 spans.append((sample_start, offset))
             yield sample
-            sample = None
-            i += 1
-    if sample is not None:
-        if spans is not None:
-            spans.append((sample_start, offset))
-        yield sample
 
+    finally:
+        window.release()  # the buffer goes on to the next shard's window, whether this one ended or not
 
 def _header_name(header: bytes) -> str:
     """The member name in a ustar header: the name field, after the prefix field when there is one."""

@@ -12,6 +12,10 @@ import mmap
 from typing import BinaryIO
 
 CHUNK = 1 << 20
+# Buffers of finished windows, for the next ones: a fresh map costs a page fault per 4 KiB on first use,
+# which was most of the time spent opening a small shard.
+_SPARE: list[mmap.mmap] = []
+_SPARE_MAX = 4
 
 
 class ReadWindow:
@@ -21,10 +25,20 @@ class ReadWindow:
 
     def __init__(self, stream: BinaryIO, capacity: int = CHUNK) -> None:
         self.stream = stream
-        self.buf = mmap.mmap(-1, capacity)
+        try:
+            self.buf = _SPARE.pop() if capacity == CHUNK else _anonymous_map(capacity)
+        except IndexError:
+            self.buf = _anonymous_map(capacity)
         self.view = memoryview(self.buf)
         self.pos = 0
         self.end = 0
+
+    def release(self) -> None:
+        """Hand the buffer on to a later window; this one is done (its stream is the caller's to close)."""
+        self.view.release()
+        if len(self.buf) == CHUNK and len(_SPARE) < _SPARE_MAX:
+            _SPARE.append(self.buf)
+        self.pos = self.end = 0
 
     def fill(self, need: int) -> int:
         """Make ``need`` bytes (at most the capacity) available at ``pos``; return how many are."""
@@ -58,6 +72,13 @@ class ReadWindow:
         data = self.buf[self.pos : self.pos + size]
         self.pos += size
         return data
+
+
+def _anonymous_map(size: int) -> mmap.mmap:
+    # Private, not the default shared: a forked DataLoader worker must not write into its parent's buffer.
+    if hasattr(mmap, "MAP_PRIVATE"):
+        return mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    return mmap.mmap(-1, size)  # Windows: no fork
 
 
 def _readinto(stream: BinaryIO, view: memoryview) -> int:
