@@ -24,11 +24,9 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import importlib.metadata
 import io
 import json
 import os
-import platform
 import re
 import shutil
 import subprocess
@@ -39,6 +37,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from common import machine_facts, marker_matches, spawn, table, verdict, version, write_marker
 
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "benchmarks" / "results"
@@ -140,29 +140,6 @@ class Run:
     out_bytes: int
     out_files: int
     extra: dict[str, Any] = field(default_factory=dict)
-
-
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO), *filter(None, [env.get("PYTHONPATH")])])
-    env.setdefault("PYTHONHASHSEED", "0")
-    return env
-
-
-def spawn(cmd: list[str]) -> tuple[float, int, str, str]:
-    """Run ``cmd``; return (wall seconds, peak RSS in kB from wait4, stdout, stderr). Raise on failure."""
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        started = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=out, stderr=err, cwd=REPO, env=_env())
-        _, status, usage = os.wait4(proc.pid, 0)
-        wall = time.perf_counter() - started
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        out.seek(0)
-        err.seek(0)
-        stdout, stderr = out.read().decode(errors="replace"), err.read().decode(errors="replace")
-    if proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}:\n{stderr[-3000:]}")
-    return wall, int(usage.ru_maxrss), stdout, stderr
 
 
 def tree_size(path: Path) -> tuple[int, int]:
@@ -302,22 +279,13 @@ def best(runs: list[Run]) -> Run:
 # ---------------------------------------------------------------------------------------------------------
 # Data.
 # ---------------------------------------------------------------------------------------------------------
-def _marker_matches(root: Path, params: dict[str, Any]) -> bool:
-    marker = root / ".bench-params.json"
-    return marker.exists() and json.loads(marker.read_text()) == params
-
-
-def _write_marker(root: Path, params: dict[str, Any]) -> None:
-    (root / ".bench-params.json").write_text(json.dumps(params))
-
-
 def make_raw_folder(root: Path, samples: int, side: int, log: Any) -> Path:
     """``samples`` JPEGs from packer.synth.make_jpegs, each with its .cls and a small .json (3 files each)."""
     from packer.synth import make_jpegs
 
     params = {"samples": samples, "side": side, "members": ["jpg", "cls", "json"], "seed": 0}
     data = root / "data"
-    if _marker_matches(root, params):
+    if marker_matches(root, params):
         return data
     log(f"making the raw folder: {samples} samples of {side}x{side} JPEG + .cls + .json ...")
     shutil.rmtree(root, ignore_errors=True)
@@ -334,7 +302,7 @@ def make_raw_folder(root: Path, samples: int, side: int, log: Any) -> Path:
             "split": "train",
         }
         jpg.with_suffix(".json").write_text(json.dumps(meta) + "\n")
-    _write_marker(root, params)
+    write_marker(root, params)
     log(f"  made in {time.perf_counter() - started:.1f}s")
     return data
 
@@ -352,7 +320,7 @@ def make_manifests(root: Path, sizes: list[int], log: Any) -> dict[int, Path]:
 
     params = {"sizes": sizes, "pool": POOL_FILES, "shape": "id+image+caption"}
     paths = {n: root / f"manifest-{n}.jsonl" for n in sizes}
-    if _marker_matches(root, params):
+    if marker_matches(root, params):
         return paths
     log(f"making manifests of {', '.join(f'{n:,}' for n in sizes)} records over {POOL_FILES} tiny JPEGs ...")
     shutil.rmtree(root, ignore_errors=True)
@@ -365,7 +333,7 @@ def make_manifests(root: Path, sizes: list[int], log: Any) -> dict[int, Path]:
                 caption = f"A {words[0]} {words[1]} {words[2]}, picture {i}."
                 record = {"id": f"r{i:09d}", "image": pool[i % len(pool)], "caption": caption}
                 handle.write(json.dumps(record) + "\n")
-    _write_marker(root, params)
+    write_marker(root, params)
     return paths
 
 
@@ -528,60 +496,13 @@ def profile_ours(work: Path, data: Path, side: int, log: Any) -> str:
 # ---------------------------------------------------------------------------------------------------------
 # Report.
 # ---------------------------------------------------------------------------------------------------------
-def _version(name: str) -> str:
-    try:
-        return importlib.metadata.version(name)
-    except importlib.metadata.PackageNotFoundError:
-        return "not installed"
-
-
 def machine_info() -> dict[str, Any]:
-    cpu = platform.processor() or "?"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    mem = "?"
-    try:
-        kb = int(re.search(r"MemTotal:\s+(\d+)", Path("/proc/meminfo").read_text()).group(1))  # type: ignore[union-attr]
-        mem = f"{kb / 2**20:.1f} GiB"
-    except (OSError, AttributeError):
-        pass
     tar = subprocess.run([GNU_TAR, "--version"], capture_output=True, text=True, check=False).stdout
-    commit = subprocess.run(
-        ["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
-    ).stdout.strip()
-    dirty = subprocess.run(
-        ["git", "-C", str(REPO), "status", "--porcelain", "--", "packer", "streamer"],
-        capture_output=True,
-        text=True,
-        check=False,
-    ).stdout.strip()
     return {
-        "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "nproc": os.cpu_count(),
-        "usable_cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
-        "cpu": cpu,
-        "memory": mem,
-        "os": platform.platform(),
-        "python": platform.python_version(),
-        "shardstream_commit": commit + (" (packer/streamer have uncommitted changes)" if dirty else ""),
-        "versions": {n: _version(n) for n in ("webdataset", "pillow", "numpy", "torch")},
+        **machine_facts(),
+        "versions": {n: version(n) for n in ("webdataset", "pillow", "numpy", "torch")},
         "gnu_tar": tar.splitlines()[0] if tar else "?",
     }
-
-
-def _table(header: list[str], rows: list[list[Any]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
-    return "\n".join(lines)
-
-
-def _yes(ok: bool) -> str:
-    return "**met**" if ok else "**missed**"
 
 
 def to_markdown(result: dict[str, Any]) -> str:
@@ -607,7 +528,7 @@ def to_markdown(result: dict[str, Any]) -> str:
             "",
             "## 1. Peak RSS: large vs small JSONL manifest (`--workers 1 --max-size 256MB`)",
             "",
-            _table(
+            table(
                 [
                     "records",
                     "seconds",
@@ -634,7 +555,7 @@ def to_markdown(result: dict[str, Any]) -> str:
             ),
             "",
             f"Ratio {r['rss_ratio']}x, delta {r['rss_delta_mib']} MiB; `import streamer.cli` alone peaks "
-            f"at {r['import_only_peak_rss_mib']} MiB. Target: {r['target']}: {_yes(r['target_met'])}.",
+            f"at {r['import_only_peak_rss_mib']} MiB. Target: {r['target']}: {verdict(r['target_met'])}.",
         ]
     for key, title in (
         ("copy", "2. Packing a raw folder (copy, no media work)"),
@@ -651,7 +572,7 @@ def to_markdown(result: dict[str, Any]) -> str:
             f"Input: {i['samples']:,} samples, {i['files']:,} files, {i['mb']} MB"
             + (f" ({i['members']})." if "members" in i else "."),
             "",
-            _table(
+            table(
                 [
                     "contender",
                     "seconds",
@@ -682,7 +603,7 @@ def to_markdown(result: dict[str, Any]) -> str:
             "Ratios: " + ", ".join(f"{k} = {v}" for k, v in r["ratios"].items()) + ".",
             "",
         ]
-        out += [f"- {name}: {_yes(ok)}" for name, ok in r["targets"].items()]
+        out += [f"- {name}: {verdict(ok)}" for name, ok in r["targets"].items()]
     if result.get("profile"):
         out += ["", f"Profile: see `{result['profile']}`."]
     return "\n".join(out) + "\n"

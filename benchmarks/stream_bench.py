@@ -26,13 +26,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime as dt
-import importlib.metadata
 import json
 import os
-import platform
-import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -40,6 +36,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from common import machine_facts, marker_matches, spawn, table, verdict, version, write_marker
 
 REPO = Path(__file__).resolve().parent.parent
 # Where children import packer/ and streamer/ from: a copy taken when the run starts (snapshot_sources), so
@@ -324,35 +322,12 @@ class Run:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(SRC), *filter(None, [env.get("PYTHONPATH")])])
-    env.setdefault("PYTHONHASHSEED", "0")
-    return env
-
-
-def spawn(cmd: list[str]) -> tuple[float, int, str, str]:
-    """Run ``cmd``; return (wall seconds, peak RSS in kB from wait4, stdout, stderr). Raise on failure."""
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        started = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=out, stderr=err, cwd=REPO, env=_env())
-        _, status, usage = os.wait4(proc.pid, 0)
-        wall = time.perf_counter() - started
-        code = os.waitstatus_to_exitcode(status)
-        out.seek(0)
-        err.seek(0)
-        stdout, stderr = out.read().decode(errors="replace"), err.read().decode(errors="replace")
-    if code != 0:
-        raise RuntimeError(f"{' '.join(cmd)} exited {code}:\n{stderr[-3000:]}")
-    return wall, int(usage.ru_maxrss), stdout, stderr
-
-
 def child_cmd(kind: str, spec: dict[str, Any]) -> list[str]:
     return [sys.executable, str(Path(__file__).resolve()), "--child", kind, "--spec", json.dumps(spec)]
 
 
 def run_spec(name: str, kind: str, spec: dict[str, Any]) -> Run:
-    wall, maxrss, stdout, _ = spawn(child_cmd(kind, spec))
+    wall, maxrss, stdout, _ = spawn(child_cmd(kind, spec), pythonpath=SRC)
     got = json.loads(stdout.strip().splitlines()[-1])
     where = got.get("streamer_file")
     if where is not None and not Path(where).resolve().is_relative_to(SRC.resolve()):
@@ -417,15 +392,6 @@ class Packed:
     bytes: int
 
 
-def _marker_matches(root: Path, params: dict[str, Any]) -> bool:
-    marker = root / ".bench-params.json"
-    return marker.exists() and json.loads(marker.read_text()) == params
-
-
-def _write_marker(root: Path, params: dict[str, Any]) -> None:
-    (root / ".bench-params.json").write_text(json.dumps(params))
-
-
 def _packed(out: Path) -> Packed:
     from packer.format import INDEX_NAME, DatasetIndex
 
@@ -440,7 +406,7 @@ def make_tiny(root: Path, samples: int, log: Any) -> Packed:
 
     params = {"samples": samples, "shards": 10, "kind": "tiny-json", "v": 1}
     out = root / "packed"
-    if _marker_matches(root, params):
+    if marker_matches(root, params):
         return _packed(out)
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir(parents=True)
@@ -453,7 +419,7 @@ def make_tiny(root: Path, samples: int, log: Any) -> Packed:
             handle.write(json.dumps(record) + "\n")
     pack(manifest, out, PackOptions(max_size=None, max_count=-(-samples // 10)))
     manifest.unlink()
-    _write_marker(root, params)
+    write_marker(root, params)
     log(f"  done in {time.perf_counter() - started:.0f}s")
     return _packed(out)
 
@@ -465,7 +431,7 @@ def make_jpeg(root: Path, samples: int, side: int, log: Any) -> Packed:
 
     params = {"samples": samples, "side": side, "shards": 10, "kind": "jpeg", "seed": 0, "v": 1}
     out = root / "packed"
-    if _marker_matches(root, params):
+    if marker_matches(root, params):
         return _packed(out)
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir(parents=True)
@@ -474,7 +440,7 @@ def make_jpeg(root: Path, samples: int, side: int, log: Any) -> Packed:
     make_jpegs(root / "raw", samples, size=(side, side), seed=0)
     pack(root / "raw", out, PackOptions(max_size=None, max_count=-(-samples // 10)))
     shutil.rmtree(root / "raw")
-    _write_marker(root, params)
+    write_marker(root, params)
     log(f"  done in {time.perf_counter() - started:.0f}s")
     return _packed(out)
 
@@ -727,7 +693,7 @@ def bench_decode(jpeg: Packed, repeats: int, side: int, log: Any) -> dict[str, A
         _count('webdataset, .decode("torchrgb8"), DataLoader, list collate', {**wds, **dl}),
     ]
     agree = run_spec("agree", "agree", {"shards": jpeg.shards, "count": 500}).extra
-    cost = json.loads(spawn(child_cmd("importcost", {}))[2].strip().splitlines()[-1])
+    cost = json.loads(spawn(child_cmd("importcost", {}), pythonpath=SRC)[2].strip().splitlines()[-1])
     if "seconds" in cost:
         cost = {"seconds": round(cost["seconds"], 2), "rss_added_mib": round(cost["rss_added"] / MIB, 1)}
     log(f"  import torchcodec.decoders after torch: {cost}")
@@ -815,51 +781,14 @@ def profile_ours(tiny: Packed | None, jpeg: Packed | None, side: int, log: Any) 
 # ---------------------------------------------------------------------------------------------------------
 # Report.
 # ---------------------------------------------------------------------------------------------------------
-def _version(name: str) -> str:
-    try:
-        return importlib.metadata.version(name)
-    except importlib.metadata.PackageNotFoundError:
-        return "not installed"
-
-
 def machine_info() -> dict[str, Any]:
     import multiprocessing
 
-    cpu = platform.processor() or "?"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    mem = "?"
-    try:
-        kb = int(re.search(r"MemTotal:\s+(\d+)", Path("/proc/meminfo").read_text()).group(1))  # type: ignore[union-attr]
-        mem = f"{kb / 2**20:.1f} GiB"
-    except (OSError, AttributeError):
-        pass
-    commit = subprocess.run(
-        ["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
-    ).stdout.strip()
-    dirty = subprocess.run(
-        ["git", "-C", str(REPO), "status", "--porcelain", "--", "packer", "streamer"],
-        capture_output=True,
-        text=True,
-        check=False,
-    ).stdout.strip()
     return {
-        "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "nproc": os.cpu_count(),
-        "usable_cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
-        "cpu": cpu,
-        "memory": mem,
-        "os": platform.platform(),
-        "python": platform.python_version(),
+        **machine_facts(),
         "mp_start_method": multiprocessing.get_start_method(),
-        "shardstream_commit": commit + (" (packer/streamer have uncommitted changes)" if dirty else ""),
         "source_fingerprint": source_fingerprint(SRC),
-        "versions": {n: _version(n) for n in ("webdataset", "pillow", "numpy", "torch", "torchcodec")},
+        "versions": {n: version(n) for n in ("webdataset", "pillow", "numpy", "torch", "torchcodec")},
     }
 
 
@@ -868,7 +797,8 @@ def source_fingerprint(root: Path = REPO) -> str:
     import hashlib
 
     digest = hashlib.sha256()
-    for path in sorted([*root.glob("packer/**/*.py"), *root.glob("streamer/**/*.py")]):
+    sources = [*root.glob("packer/**/*.py"), *root.glob("packer/**/*.c"), *root.glob("streamer/**/*.py")]
+    for path in sorted(sources):
         digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()[:12]
 
@@ -882,16 +812,6 @@ def snapshot_sources(dest: Path) -> Path:
     return dest
 
 
-def _table(header: list[str], rows: list[list[Any]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
-    return "\n".join(lines)
-
-
-def _yes(ok: bool) -> str:
-    return "**met**" if ok else "**missed**"
-
-
 def _speed_section(title: str, r: dict[str, Any]) -> list[str]:
     i = r["input"]
     ratios = r.get("ratios_vs_webdataset") or r.get("ratios") or {}
@@ -903,7 +823,7 @@ def _speed_section(title: str, r: dict[str, Any]) -> list[str]:
         f"Input: {i['samples']:,} samples in {i['shards']} shards (`{i['pattern']}`), {i['mb']} MB; "
         f"{i['members']}.",
         "",
-        _table(
+        table(
             ["contender", "samples/s", "seconds", "runs", "MB/s", "wall", "VmHWM MiB"],
             [
                 [
@@ -940,7 +860,7 @@ def _speed_section(title: str, r: dict[str, Any]) -> list[str]:
             else []
         ),
         "",
-        *[f"- {name}: {_yes(ok)}" for name, ok in r["targets"].items()],
+        *[f"- {name}: {verdict(ok)}" for name, ok in r["targets"].items()],
     ]
 
 
@@ -1001,7 +921,7 @@ def to_markdown(result: dict[str, Any]) -> str:
             "adds what libtorch's exit-time destructors fault in, is in the JSON). Each child imports only "
             "its reader (ours: `streamer.dataset` and `streamer.decode`, which import torch).",
             "",
-            _table(
+            table(
                 [
                     "contender",
                     "peak RSS MiB",
@@ -1031,7 +951,7 @@ def to_markdown(result: dict[str, Any]) -> str:
             + ", ".join(f"{k}: {v} MB" for k, v in r["peak_delta_mb"].items())
             + ".",
             "",
-            *[f"- {name}: {_yes(ok)}" for name, ok in r["targets"].items()],
+            *[f"- {name}: {verdict(ok)}" for name, ok in r["targets"].items()],
         ]
     if "flat" in result:
         r = result["flat"]
@@ -1043,7 +963,7 @@ def to_markdown(result: dict[str, Any]) -> str:
             "RSS from `/proc/self/statm` at every checkpoint (the run with the widest spread is shown). "
             "Spread = max / min - 1 over the checkpoints.",
             "",
-            _table(
+            table(
                 [
                     "contender",
                     "RSS at 1st sample",
@@ -1065,7 +985,7 @@ def to_markdown(result: dict[str, Any]) -> str:
                 ],
             ),
             "",
-            *[f"- {name}: {_yes(ok)}" for name, ok in r["targets"].items()],
+            *[f"- {name}: {verdict(ok)}" for name, ok in r["targets"].items()],
         ]
     for key, title in (
         ("tiny", "3. Throughput: tiny JSON samples"),

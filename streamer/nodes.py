@@ -12,10 +12,12 @@ T = TypeVar("T")
 
 
 class Node(Iterator[T], Generic[T]):
-    """Subclasses implement ``_generate(state)`` and keep ``self._state`` current before every yield."""
+    """Subclasses implement ``_generate(state)`` and ``get_state()``, which must be current at every yield.
+
+    Hot loops keep their position in plain attributes and build the state dict only when asked.
+    """
 
     def __init__(self) -> None:
-        self._state: dict[str, Any] = {}
         self._it: Iterator[T] | None = None
 
     def reset(self, state: dict[str, Any] | None = None) -> None:
@@ -23,7 +25,7 @@ class Node(Iterator[T], Generic[T]):
         self._it = self._generate(dict(state) if state else None)
 
     def get_state(self) -> dict[str, Any]:
-        return dict(self._state)
+        raise NotImplementedError
 
     def __iter__(self) -> Iterator[T]:
         # Loops run on the generator itself, skipping a Python-level __next__ per item; the state lives
