@@ -15,6 +15,9 @@ from collections.abc import Callable
 from typing import Any, BinaryIO
 
 _CHUNK = 1 << 20
+# Chunks of finished read-aheads, for the next shards': fresh 1 MiB buffers cost a page fault per 4 KiB.
+_SPARE: list[bytearray] = []
+_SPARE_MAX = 32
 _END = object()  # the stream ended in the thread
 _HANDOVER = object()  # the thread stopped reading: the stream is the reader's now
 
@@ -22,18 +25,18 @@ _HANDOVER = object()  # the thread stopped reading: the stream is the reader's n
 class ReadAhead(io.RawIOBase):
     """A stream read ahead by a daemon thread until its reader starts; errors surface on ``readinto``.
 
-    The thread reads into recycled 1 MiB buffers (at most ``max_bytes`` queued).
+    The thread reads into recycled 1 MiB buffers (at most ``max_bytes`` queued), shared by all read-aheads.
     """
 
     def __init__(self, open_stream: Callable[[], tuple[Any, BinaryIO]], *, max_bytes: int) -> None:
         super().__init__()
         self._filled: queue.Queue[Any] = queue.Queue(maxsize=max(1, max_bytes // _CHUNK))
-        self._free: queue.SimpleQueue[bytearray] = queue.SimpleQueue()
         self._stop = threading.Event()
         self._started = threading.Event()  # the reader has begun: read ahead no further
         self._current: memoryview | None = None  # the chunk being handed out, and how far
         self._start = self._end = 0
         self._done = False
+        self._error: BaseException | None = None
         self._stream: BinaryIO | None = None  # once handed over
         self.extra: Any = None
         self._open_error: BaseException | None = None
@@ -65,8 +68,8 @@ class ReadAhead(io.RawIOBase):
                     handed_over = self._put((_HANDOVER, stream))
                     return
                 try:
-                    buffer = self._free.get_nowait()
-                except queue.Empty:
+                    buffer = _SPARE.pop()
+                except IndexError:
                     buffer = bytearray(_CHUNK)
                 count, error = _read_full(stream, memoryview(buffer))
                 if count and not self._put((buffer, count)):
@@ -93,12 +96,15 @@ class ReadAhead(io.RawIOBase):
         return True
 
     def readinto(self, buffer: Any) -> int:
+        if self._error is not None:
+            raise self._error
         if self._stream is not None:
             return _read_some(self._stream, buffer)
         self._started.set()
         while self._start >= self._end:
             if self._current is not None:
-                self._free.put(self._current.obj)  # type: ignore[arg-type]
+                if len(_SPARE) < _SPARE_MAX:
+                    _SPARE.append(self._current.obj)  # type: ignore[arg-type]
                 self._current = None
             if self._done:
                 return 0
@@ -107,6 +113,7 @@ class ReadAhead(io.RawIOBase):
                 self._done = True
                 return 0
             if isinstance(item, BaseException):
+                self._error = item  # raised again on every later read: the thread has stopped
                 raise item
             if item[0] is _HANDOVER:
                 self._stream = item[1]

@@ -90,3 +90,32 @@ def test_an_error_after_the_last_needed_byte_stays_unseen(tmp_path):
     with pytest.raises(ConnectionResetError):
         ahead.readinto(bytearray(10))
     ahead.close()
+
+
+def test_an_error_inside_the_thread_is_raised_on_every_read_never_a_wait():
+    from packer.format.tarread import iter_samples
+
+    class Broken:
+        def readinto(self, view):
+            raise AttributeError("a bug inside the stream, not a missing method")
+
+        def close(self):
+            pass
+
+    ahead = ReadAhead(lambda: (None, Broken()), max_bytes=2 * MIB)
+    outcome: list[BaseException] = []
+
+    def read():
+        try:
+            list(iter_samples(ahead, url="u"))
+        except BaseException as exc:  # the test inspects whatever came out
+            outcome.append(exc)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(10)
+    assert not reader.is_alive(), "the reader hung instead of raising"
+    assert isinstance(outcome[0], AttributeError)
+    with pytest.raises(AttributeError):  # and again on the next read, not a wait on an empty queue
+        ahead.readinto(bytearray(10))
+    ahead.close()

@@ -82,9 +82,11 @@ def _anonymous_map(size: int) -> mmap.mmap:
 
 
 def _readinto(stream: BinaryIO, view: memoryview) -> int:
-    try:
-        return stream.readinto(view)  # type: ignore[attr-defined]
-    except (AttributeError, NotImplementedError, io.UnsupportedOperation):
-        data = stream.read(len(view))
-        view[: len(data)] = data
-        return len(data)
+    # Only a stream without readinto falls back to read(): an error raised *inside* readinto is the
+    # stream's to report, and retrying through read() could wait on data that will never come.
+    readinto = getattr(stream, "readinto", None)
+    if readinto is not None and getattr(type(stream), "readinto", None) is not io.RawIOBase.readinto:
+        return readinto(view)
+    data = stream.read(len(view))
+    view[: len(data)] = data
+    return len(data)
