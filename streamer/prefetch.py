@@ -59,6 +59,7 @@ class ReadAhead(io.RawIOBase):
         except BaseException as exc:  # handed to the reader, which decides what an error means
             self._open_error = exc
             self._ready.set()
+            self._put(exc)  # for a reader that skips wait_opened: an error, not a wait on an empty queue
             return
         self._ready.set()
         handed_over = False

@@ -103,19 +103,35 @@ def test_an_error_inside_the_thread_is_raised_on_every_read_never_a_wait():
             pass
 
     ahead = ReadAhead(lambda: (None, Broken()), max_bytes=2 * MIB)
-    outcome: list[BaseException] = []
-
-    def read():
-        try:
-            list(iter_samples(ahead, url="u"))
-        except BaseException as exc:  # the test inspects whatever came out
-            outcome.append(exc)
-
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
-    reader.join(10)
-    assert not reader.is_alive(), "the reader hung instead of raising"
-    assert isinstance(outcome[0], AttributeError)
+    assert isinstance(_bounded(lambda: list(iter_samples(ahead, url="u"))), AttributeError)
     with pytest.raises(AttributeError):  # and again on the next read, not a wait on an empty queue
         ahead.readinto(bytearray(10))
     ahead.close()
+
+
+def test_a_stream_that_cannot_open_is_an_error_on_read_too():
+    def refuse():
+        raise ConnectionRefusedError("no server")
+
+    ahead = ReadAhead(refuse, max_bytes=MIB)
+    with pytest.raises(ConnectionRefusedError):
+        ahead.wait_opened()
+    assert isinstance(_bounded(lambda: ahead.readinto(bytearray(10))), ConnectionRefusedError)
+    ahead.close()
+
+
+def _bounded(call, seconds=10.0):
+    """What ``call`` raised, in a thread that must end in time: a hang fails the test, not hangs it."""
+    outcome: list[BaseException] = []
+
+    def run():
+        try:
+            call()
+        except BaseException as exc:  # the test inspects whatever came out
+            outcome.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert not thread.is_alive(), "hung instead of raising"
+    return outcome[0] if outcome else None
