@@ -198,9 +198,9 @@ def iter_samples(
             if spans is not None:
                 spans.append((sample_start, offset))
             yield sample
-
     finally:
         window.release()  # the buffer goes on to the next shard's window, whether this one ended or not
+
 
 def _header_name(header: bytes) -> str:
     """The member name in a ustar header: the name field, after the prefix field when there is one."""
