@@ -1,32 +1,20 @@
 """shardstream's offline packer: raw files or a manifest in, size-capped tar shards and an index out."""
 
-from .errors import (
-    FormatError,
-    KeyRuleError,
-    MediaError,
-    PackError,
-    RejectedInput,
-    ShardNotFoundError,
-    ShardReadError,
-    ShardstreamError,
-)
-from .options import PackOptions, parse_size
+from shardstream.errors import MediaError, PackError, RejectedInput
+from shardstream.format.verify import verify_dataset
+
+from .media import MediaOptions
+from .options import PackOptions
 from .pack import PackSummary, ProgressHook, pack
-from .verify import verify_dataset
 
 __all__ = [
-    "FormatError",
-    "KeyRuleError",
     "MediaError",
+    "MediaOptions",
     "PackError",
     "PackOptions",
     "PackSummary",
     "ProgressHook",
     "RejectedInput",
-    "ShardNotFoundError",
-    "ShardReadError",
-    "ShardstreamError",
     "pack",
-    "parse_size",
     "verify_dataset",
 ]

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import PackError
-from .format import ShardEntry
+from shardstream.errors import PackError
+from shardstream.format import ShardEntry
 
 
 @dataclass

@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
-from .errors import RejectedInput
+from shardstream.errors import RejectedInput
+
 from .sample import Reject, Sample, SamplePlan
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import importlib
 import io
-import re
 import struct
 import warnings
 import wave
@@ -23,11 +22,9 @@ from typing import Any
 import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
-from .errors import MediaError, PackError
-
-IMAGE_EXTENSIONS: frozenset[str] = frozenset({"jpg", "jpeg", "png", "webp", "gif", "bmp", "tif", "tiff"})
-AUDIO_EXTENSIONS: frozenset[str] = frozenset({"wav", "flac", "mp3", "ogg", "opus", "m4a"})
-VIDEO_EXTENSIONS: frozenset[str] = frozenset({"mp4", "webm", "mkv", "avi", "mov"})
+from shardstream.checks import is_positive_int, positive_int_or_none
+from shardstream.errors import MediaError, PackError, short_reason
+from shardstream.mediatypes import AUDIO_EXTENSIONS, IMAGE_EXTENSIONS, VIDEO_EXTENSIONS
 
 # option value -> (Pillow format name, extension written)
 _IMAGE_TARGETS = {"jpeg": ("JPEG", "jpg"), "png": ("PNG", "png"), "webp": ("WEBP", "webp")}
@@ -49,15 +46,13 @@ class MediaOptions:
     audio_mono: bool = False
     verify: bool = False
 
-    def validate(self) -> None:
-        if self.image_max_side is not None and not _positive_int(self.image_max_side):
-            raise ValueError(f"image_max_side must be a positive integer, not {self.image_max_side!r}")
+    def __post_init__(self) -> None:
+        positive_int_or_none("image_max_side", self.image_max_side)
         if self.image_format is not None and self.image_format not in _IMAGE_TARGETS:
             raise ValueError(f"image_format must be jpeg, png or webp, not {self.image_format!r}")
-        if not _positive_int(self.image_quality) or self.image_quality > 100:
+        if not is_positive_int(self.image_quality) or self.image_quality > 100:
             raise ValueError(f"image_quality must be 1..100, not {self.image_quality!r}")
-        if self.audio_rate is not None and not _positive_int(self.audio_rate):
-            raise ValueError(f"audio_rate must be a positive integer (Hz), not {self.audio_rate!r}")
+        positive_int_or_none("audio_rate", self.audio_rate, " (Hz)")
         if self.audio_format is not None and self.audio_format not in _AUDIO_TARGETS:
             raise ValueError(f"audio_format must be wav or flac, not {self.audio_format!r}")
 
@@ -74,13 +69,8 @@ class MediaOptions:
         return self.audio_rate is not None or self.audio_format is not None or self.audio_mono
 
 
-def _positive_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
-
-
 def process_media(ext: str, data: bytes, options: MediaOptions, *, source: str) -> tuple[str, bytes]:
     """Return (extension, bytes) after the requested processing; raise MediaError(source, reason)."""
-    options.validate()
     if not options.active:
         return ext, data
     kind = ext.lower()
@@ -116,7 +106,7 @@ def _process_image(ext: str, data: bytes, options: MediaOptions, source: str) ->
     except UnidentifiedImageError as exc:
         raise MediaError(source, "image does not decode: not a format Pillow recognises") from exc
     except Exception as exc:  # decoders raise a zoo of types (OSError, SyntaxError, struct.error...)
-        raise MediaError(source, f"image does not decode: {_reason(exc)}") from exc
+        raise MediaError(source, f"image does not decode: {short_reason(exc)}") from exc
 
     source_format = _PIL_FORMATS.get(image.format or "")
     upright = orientation not in range(2, 9)
@@ -131,7 +121,7 @@ def _process_image(ext: str, data: bytes, options: MediaOptions, source: str) ->
     try:
         return _IMAGE_TARGETS[target][1], _reencode(image, target, max_side, options.image_quality)
     except Exception as exc:
-        raise MediaError(source, f"image does not re-encode as {target}: {_reason(exc)}") from exc
+        raise MediaError(source, f"image does not re-encode as {target}: {short_reason(exc)}") from exc
 
 
 def _reencode(image: Image.Image, target: str, max_side: int | None, quality: int) -> bytes:
@@ -208,7 +198,7 @@ def _process_audio(ext: str, data: bytes, options: MediaOptions, source: str) ->
     except PackError:
         raise
     except Exception as exc:
-        raise MediaError(source, f"audio does not re-encode as {target}: {_reason(exc)}") from exc
+        raise MediaError(source, f"audio does not re-encode as {target}: {short_reason(exc)}") from exc
 
 
 def _decode_audio(data: bytes, source: str) -> tuple[Any, int]:
@@ -216,7 +206,7 @@ def _decode_audio(data: bytes, source: str) -> tuple[Any, int]:
     try:
         decoded = decoders.AudioDecoder(data).get_all_samples()
     except Exception as exc:
-        raise MediaError(source, f"audio does not decode: {_reason(exc)}") from exc
+        raise MediaError(source, f"audio does not decode: {short_reason(exc)}") from exc
     if decoded.data.numel() == 0:
         raise MediaError(source, "audio does not decode: no samples")
     # FFmpeg decodes a cut-off WAV up to the cut without complaint; the RIFF header knows the real length.
@@ -280,7 +270,7 @@ def _verify_video(data: bytes, source: str) -> None:
         decoder[0]
         decoder[frames - 1]
     except Exception as exc:
-        raise MediaError(source, f"video does not decode: {_reason(exc)}") from exc
+        raise MediaError(source, f"video does not decode: {short_reason(exc)}") from exc
 
 
 def _torchcodec(module: str, what: str, extra: str) -> Any:
@@ -288,9 +278,3 @@ def _torchcodec(module: str, what: str, extra: str) -> Any:
         return importlib.import_module(f"torchcodec.{module}")
     except (ImportError, OSError, RuntimeError) as exc:  # OSError/RuntimeError: FFmpeg libraries missing
         raise PackError(f"{what} needs torchcodec: pip install 'shardstream[{extra}]' ({exc})") from exc
-
-
-def _reason(exc: BaseException) -> str:
-    # torchcodec prefixes C++ frames ("SingleStreamDecoder, /path/File.cpp:70, ..."); keep the human part.
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    return re.sub(r"^.*\.cpp:\d+, ", "", text)

@@ -1,4 +1,4 @@
-"""Pack options: one frozen record, validated once, with the subset that shapes the output's bytes."""
+"""Pack options: one frozen record, validated once when made; the subset that shapes the output's bytes."""
 
 from __future__ import annotations
 
@@ -10,27 +10,7 @@ from .media import MediaOptions
 from .sources.manifest import MEMBER_NAMINGS
 from .sources.records import FORMATS
 
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)\s*$", re.IGNORECASE)
-_UNITS = {"": 1, "b": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
 _PREFIX = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-
-
-def parse_size(text: str | int, *, name: str = "max_size") -> int:
-    """Bytes from ``256MB`` (10^6), ``1GiB`` (2^30), ``4096`` or an int."""
-    if isinstance(text, int):
-        value = text
-    else:
-        match = _SIZE.match(str(text))
-        if not match:
-            raise ValueError(f"{name}: cannot read {text!r} as a size; use e.g. 256MB, 1GiB or 1048576")
-        number, unit = match.groups()
-        unit = unit.lower()
-        letter = unit[:1] if unit[:1] != "b" else ""
-        scale = 1024 ** ("kmgt".index(letter) + 1) if "i" in unit else _UNITS[letter]
-        value = int(float(number) * scale)
-    if value <= 0:
-        raise ValueError(f"{name} must be positive, not {text!r}")
-    return value
 
 
 @dataclass(frozen=True)
@@ -49,7 +29,7 @@ class PackOptions:
     resume: bool = False
     overwrite: bool = False
 
-    def validate(self) -> None:
+    def __post_init__(self) -> None:
         if not _PREFIX.match(self.prefix):
             raise ValueError(f"prefix must be letters, digits, '_', '-' or '.', not {self.prefix!r}")
         if self.max_size is None and self.max_count is None:
@@ -68,7 +48,8 @@ class PackOptions:
             raise ValueError(f"manifest_format must be one of {FORMATS}, not {self.manifest_format!r}")
         if self.resume and self.overwrite:
             raise ValueError("resume and overwrite cannot both be set")
-        self.media.validate()
+        if not isinstance(self.media, MediaOptions):
+            raise ValueError(f"media must be MediaOptions, not {self.media!r}")
 
     def output_options(self, source: str) -> dict[str, Any]:
         """The options that decide the output bytes; a resume must match them, the index records them."""

@@ -9,8 +9,8 @@ import warnings
 from itertools import islice
 from pathlib import Path
 
-from .errors import PackError
-from .format import (
+from shardstream.errors import PackError
+from shardstream.format import (
     INDEX_NAME,
     OFFSETS_SUFFIX,
     REJECTS_NAME,
@@ -19,7 +19,8 @@ from .format import (
     shard_name,
     shard_pattern,
 )
-from .format.constants import END_OF_ARCHIVE, JOURNAL_NAME, WORK_DIR_NAME
+from shardstream.format.constants import END_OF_ARCHIVE, JOURNAL_NAME, WORK_DIR_NAME
+
 from .journal import Journal, PackProgress
 from .keyaudit import find_duplicates, write_keys
 from .load import load_batch
@@ -213,7 +214,6 @@ def pack(
 ) -> PackSummary:
     """Pack SOURCE (a directory or a manifest) into size-capped tar shards plus an index in OUTDIR."""
     options = options or PackOptions()
-    options.validate()
     started = time.monotonic()
     source = os.fspath(source)
     out = Path(outdir)

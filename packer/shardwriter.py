@@ -8,7 +8,7 @@ from array import array
 from pathlib import Path
 from types import TracebackType
 
-from .format import (
+from shardstream.format import (
     ShardEntry,
     encode_offsets,
     end_of_archive,
@@ -17,9 +17,10 @@ from .format import (
     offsets_name,
     write_atomic,
 )
-from .format.atomic import fsync_dir, temp_path
-from .format.constants import END_OF_ARCHIVE
-from .format.tarheader import padded
+from shardstream.format.atomic import fsync_dir, temp_path
+from shardstream.format.constants import END_OF_ARCHIVE
+from shardstream.format.tarheader import padded
+
 from .sample import Sample
 
 _ZEROS = b"\0" * 512

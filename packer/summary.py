@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .format import INDEX_NAME, REJECTS_NAME, DatasetIndex
+from shardstream.format import INDEX_NAME, REJECTS_NAME, DatasetIndex
 
 DUPLICATE_ACROSS_SHARDS = "duplicate-key-across-shards"
 

@@ -1,6 +1,7 @@
 """shardstream's streamer: tar shards from disk or HTTP(S) into PyTorch, decoded on the fly.
 
-Names load on first use, so ``shardstream pack`` does not pay for importing torch.
+Names load on first use, so importing the package costs nothing until a name is asked for, and a piece
+loads only what it needs (``ShardDataset`` does not import Pillow unless it decodes).
 """
 
 from __future__ import annotations
@@ -9,24 +10,32 @@ import importlib
 from typing import Any
 
 _EXPORTS = {
+    "DecodeOptions": "decode",
+    "Errors": "options",
     "HttpOptions": "http",
-    "ON_ERROR": "reader",
+    "Mapper": "mapper",
+    "ON_ERROR": "options",
     "OpenOptions": "openers",
     "Padded": "collate",
     "Permutation": "permute",
+    "Placement": "options",
+    "Reading": "options",
+    "Recovery": "recovery",
     "SampleDecoder": "decode",
     "SampleReader": "reader",
     "Segment": "placement",
-    "ShardDataset": "dataset",
     "ShardCache": "cache",
+    "ShardDataset": "dataset",
     "ShardList": "shards",
+    "ShardOpener": "opener",
     "ShuffleBuffer": "shuffle",
+    "StandIns": "standins",
     "collate": "collate",
     "counted_segments": "placement",
-    "iter_samples": "reader",
+    "iter_samples": "opener",
     "open_stream": "openers",
     "pad_collate": "collate",
-    "register_decoder": "decode",
+    "register_decoder": "decoders",
     "register_opener": "openers",
 }
 

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import BinaryIO
 from urllib.parse import urlparse
 
-from packer.errors import ShardNotFoundError, ShardReadError
-from packer.format.atomic import fsync_dir
+from shardstream.errors import ShardNotFoundError, ShardReadError
+from shardstream.format.atomic import fsync_dir
 
 __all__ = ["STALE_TEMP_AGE", "ShardCache"]
 
@@ -30,6 +30,7 @@ Fetch = Callable[[BinaryIO], None]
 # A temp file untouched this long belongs to a process that died (kill -9); a live fetch keeps writing.
 STALE_TEMP_AGE = 3600.0
 _TEMP_SUFFIX = ".tmp"
+_ABSENT_SUFFIX = ".absent"
 _KEY_HEX = 32
 _MAX_BASENAME = 100
 _CHUNK = 1 << 20
@@ -60,6 +61,20 @@ class ShardCache:
 
     def contains(self, url: str) -> bool:
         return self.path_for(url).is_file()
+
+    def absent(self, url: str) -> bool:
+        """Whether ``url`` was remembered as missing (``remember_absent``), so it need not be asked again."""
+        return self._absent_marker(url).exists()
+
+    def remember_absent(self, url: str) -> None:
+        """Note that ``url`` does not exist: an optional sidecar, looked for once per cache, not per epoch."""
+        marker = self._absent_marker(url)
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.touch()
+
+    def _absent_marker(self, url: str) -> Path:
+        path = self.path_for(url)
+        return path.with_name(path.name + _ABSENT_SUFFIX)
 
     def get(self, url: str, fetch: Fetch, *, sha256: str | None = None, size: int | None = None) -> Path:
         """The cached file for ``url``, fetched first on a miss; a hit marks it recently used."""

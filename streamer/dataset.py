@@ -1,11 +1,15 @@
 """ShardDataset: tar shards into PyTorch — placed per rank and worker, shuffled, decoded, resumable.
 
-The chain per worker is visible and small: placement -> SampleReader -> ShuffleBuffer -> decode.
+``__init__`` only checks and groups the options (``options.py``, ``decode.DecodeOptions``); ``__iter__``
+only assembles the chain for this rank, worker and epoch:
+
+    SampleReader -> ShuffleBuffer -> Mapper(decode) -> StandIns -> sample dicts
+
+each a node with ``reset(state)``/``get_state()``, so the dataset's state is the chain's.
 """
 
 from __future__ import annotations
 
-import hashlib
 import operator
 import os
 import warnings
@@ -14,36 +18,24 @@ from typing import Any
 
 from torch.utils.data import IterableDataset, get_worker_info
 
-from packer.errors import ShardReadError
+from shardstream.sizes import parse_size
 
 from .http import HttpOptions
+from .mapper import Mapper
 from .nodes import Node
+from .opener import ShardOpener
 from .openers import OpenOptions, scheme_of
-from .placement import ResampledShards, WholeShards, counted_segments, rank_quota
-from .reader import ON_ERROR, RawSample, SampleReader
+from .options import Errors, Placement, Reading
+from .placement import ResampledShards, Segments, WholeShards, counted_segments, rank_quota
+from .reader import SampleReader
+from .recovery import Recovery
 from .shards import ShardList
 from .shared import SharedState
-from .shuffle import ShuffleBuffer
+from .shuffle import ShuffleBuffer, buffer_seed
+from .standins import StandIns
 
 Place = tuple[int, int, int, int]  # rank, world, worker, workers
-
-
-def _distributed_place() -> tuple[int, int] | None:
-    try:
-        import torch.distributed as dist
-    except ImportError:
-        return None
-    if dist.is_available() and dist.is_initialized():
-        return dist.get_rank(), dist.get_world_size()
-    return None
-
-
 _sample_of = operator.itemgetter(2)  # (shard, index, sample) -> sample
-
-
-def _stream_seed(seed: int, epoch: int, place: Place) -> int:
-    text = f"buffer:{seed}:{epoch}:{place[0] * place[3] + place[2]}:{place[1]}:{place[3]}"
-    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little")
 
 
 class ShardDataset(IterableDataset):
@@ -83,55 +75,24 @@ class ShardDataset(IterableDataset):
         prefetch_bytes: int = 16 << 20,
     ) -> None:
         super().__init__()
-        if on_error not in ON_ERROR:
-            raise ValueError(f"on_error must be one of {ON_ERROR}, not {on_error!r}")
-        if remainder not in ("drop", "pad"):
-            raise ValueError(f"remainder must be 'drop' or 'pad', not {remainder!r}")
-        if buffer_size < 1:
-            raise ValueError(f"buffer_size must be >= 1, not {buffer_size}")
+        self.error_handling = Errors(on_error=on_error, keep_length=keep_length)
+        self.placement = Placement(shuffle=shuffle, seed=seed, remainder=remainder, resampled=resampled,
+                                   rank=rank, world_size=world_size)  # fmt: skip
         if isinstance(cache_size, str):
-            from packer.options import parse_size
-
             cache_size = parse_size(cache_size, name="cache_size")
-        self.open_options = OpenOptions(
-            http=http or HttpOptions(),
-            cache_dir=os.fspath(cache_dir) if cache_dir is not None else None,
-            cache_size=cache_size,
-        )
-        self.shards = ShardList.from_source(source, self.open_options)
-        if prefetch is not None and prefetch < 0:
-            raise ValueError(f"prefetch must be >= 0, not {prefetch}")
-        # Read-ahead pays off where latency is: remote shards. Local ones come from the page cache.
-        remote = scheme_of(self.shards.urls[0]) not in ("file", "pipe")
-        self.prefetch = prefetch if prefetch is not None else (2 if remote else 0)
-        self.prefetch_bytes = prefetch_bytes
-        self.shuffle = shuffle
-        self.seed = seed
-        self.buffer_size = buffer_size
-        self.initial = initial
-        self.remainder = remainder
-        self.resampled = resampled
-        self.fields = list(fields) if fields else None
-        self.on_error = on_error
-        self.keep_length = keep_length
-        self._owed = 0
-        self.rank, self.world_size = rank, world_size
+        cache = os.fspath(cache_dir) if cache_dir is not None else None
+        opening = OpenOptions(http=http or HttpOptions(), cache_dir=cache, cache_size=cache_size)
+        self.shards = ShardList.from_source(source, opening)
+        if prefetch is None:  # read-ahead pays off where latency is: remote shards, not the page cache
+            prefetch = 2 if scheme_of(self.shards.urls[0]) not in ("file", "pipe") else 0
+        self.reading = Reading(opening, tuple(fields) if fields else None, buffer_size, initial, prefetch,
+                               prefetch_bytes)  # fmt: skip
+        self.decoder = _decoder(decode, image=image, image_size=image_size, audio_rate=audio_rate,
+                                audio_mono=audio_mono, video_frames=video_frames, decoders=decoders,
+                                fields=self.reading.fields)  # fmt: skip
         self._shared = SharedState()
         self._pending: dict[str, Any] | None = None
-        self._node: Node[RawSample] | None = None
-        self._epoch_in_use: int | None = None
-        self._place: Place | None = None
-        if callable(decode):
-            self._decode: Callable[[dict[str, Any]], Any] | None = decode
-        elif decode:
-            from .decode import SampleDecoder
-
-            self._decode = SampleDecoder(
-                image=image, image_size=image_size, audio_rate=audio_rate, audio_mono=audio_mono,
-                video_frames=video_frames, decoders=decoders, fields=self.fields,
-            )  # fmt: skip
-        else:
-            self._decode = None
+        self._chain: tuple[Node, int, Place] | None = None  # the chain in use, its epoch and place
 
     # -- epochs, counts, errors ------------------------------------------------------------------------
     def set_epoch(self, epoch: int) -> None:
@@ -147,131 +108,98 @@ class ShardDataset(IterableDataset):
         """Samples and shards skipped (on_error="skip"/"warn"), counted across all workers."""
         return self._shared.counts()
 
-    def rank_world(self) -> tuple[int, int]:
-        dist = _distributed_place()
-        rank = self.rank if self.rank is not None else (dist[0] if dist else int(os.environ.get("RANK", 0)))
-        world = (
-            self.world_size
-            if self.world_size is not None
-            else (dist[1] if dist else int(os.environ.get("WORLD_SIZE", 1)))
-        )
-        if world < 1 or not 0 <= rank < world:
-            raise ValueError(f"rank must be in [0, world_size), got rank={rank}, world_size={world}")
-        return rank, world
-
     def __len__(self) -> int:
         """Samples this rank yields per epoch (needs the index's counts)."""
         total = self.shards.total
-        if total is None or self.resampled:
+        if total is None or self.placement.resampled:
             raise TypeError("len() needs per-shard counts (pass the packer's index) and resampled=False")
-        return rank_quota(total, self.rank_world()[1], self.remainder)
+        return rank_quota(total, self.placement.resolve()[1], self.placement.remainder)
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         # Spawned workers cannot see the parent's process group; resolve the rank here, in the parent.
-        if state["rank"] is None or state["world_size"] is None:
-            state["rank"], state["world_size"] = self.rank_world()
-        state["_node"] = None
+        state["placement"] = self.placement.resolved()
+        state["_chain"] = None
         return state
 
     # -- resumption ------------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
-        if self._node is None:
+        if self._chain is None:
             return {"epoch": self.epoch, "place": None, "node": None}
-        return {"epoch": self._epoch_in_use, "place": list(self._place or ()), "node": self._node.get_state(),
-                "owed": self._owed}  # fmt: skip
+        chain, epoch, place = self._chain
+        return {"epoch": epoch, "place": list(place), "node": chain.get_state()}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Continue, on the next iteration, exactly where the run that saved ``state`` stood."""
         self._pending = dict(state)
 
     # -- iteration -------------------------------------------------------------------------------------
-    def _segments(self, place: Place, epoch: int) -> Any:
+    def __iter__(self) -> Iterator[Any]:
+        info = get_worker_info()
+        worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
+        place = (*self.placement.resolve(), worker, workers)
+        epoch, node_state = self._resume_point(place)
+        chain = self._assemble(place, epoch)
+        chain.reset(node_state)
+        self._chain = (chain, epoch, place)
+        return map(_sample_of, chain)  # the per-sample loop runs in C
+
+    def _resume_point(self, place: Place) -> tuple[int, dict[str, Any] | None]:
+        """The epoch to read and the chain's state to start from: a pending loaded state's, or fresh."""
+        pending, self._pending = self._pending, None
+        if not pending:
+            return self.epoch, None
+        if pending.get("node") is None:
+            return int(pending["epoch"]), None
+        saved = tuple(pending["place"])
+        if saved != place:
+            raise ValueError(
+                f"state was saved at (rank, world, worker, workers)={saved} but this run is at {place}; "
+                "the stream depends on world size and worker count, so resume with the same ones"
+            )
+        return int(pending["epoch"]), pending["node"]
+
+    def _assemble(self, place: Place, epoch: int) -> Node:
+        """reader -> shuffle buffer -> decode -> stand-ins, without the nodes these options do not need."""
+        reading, counted = self.reading, self.shards.counts is not None and not self.placement.resampled
+        opener = ShardOpener(self.shards, reading.open, fields=reading.fields, prefetch=reading.prefetch,
+                             prefetch_bytes=reading.prefetch_bytes)  # fmt: skip
+        recovery = Recovery(self.error_handling, counters=self._shared, counted=counted,
+                            locate=opener.sample_offset)  # fmt: skip
+        node: Node = SampleReader(opener, self._segments(place, epoch), recovery)
+        if self.placement.shuffle and reading.buffer_size > 1:
+            seed = buffer_seed(self.placement.seed, epoch, *place)
+            node = ShuffleBuffer(node, size=reading.buffer_size, initial=reading.initial, seed=seed)
+        if self.decoder is not None:
+            node = Mapper(node, self.decoder, recovery)
+        if recovery.owes:  # only a policy that skips, with a length promised, can owe stand-ins
+            node = StandIns(node, recovery)
+        return node
+
+    def _segments(self, place: Place, epoch: int) -> Segments:
         rank, world, worker, workers = place
-        n = len(self.shards)
-        common = {"rank": rank, "world": world, "worker": worker, "workers": workers, "seed": self.seed,
+        p, n = self.placement, len(self.shards)
+        common = {"rank": rank, "world": world, "worker": worker, "workers": workers, "seed": p.seed,
                   "epoch": epoch}  # fmt: skip
-        if self.resampled:
+        if p.resampled:
             return ResampledShards(n, **common)
         if self.shards.counts is not None:
-            counts = self.shards.counts
-            return counted_segments(counts, shuffle=self.shuffle, remainder=self.remainder, **common)
+            return counted_segments(self.shards.counts, shuffle=p.shuffle, remainder=p.remainder, **common)
         if world * workers > 1:
             warnings.warn(
                 f"{self.shards.source}: no per-shard sample counts (pass the packer's index), so shards are "
                 "dealt whole and ranks may yield different sample counts (DDP can hang on the last step)",
-                stacklevel=3,
+                stacklevel=4,  # the caller of iter(dataset)
             )
-        return WholeShards(n, shuffle=self.shuffle, **common)
+        return WholeShards(n, shuffle=p.shuffle, **common)
 
-    def __iter__(self) -> Iterator[Any]:
-        info = get_worker_info()
-        worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
-        rank, world = self.rank_world()
-        place = (rank, world, worker, workers)
-        pending, self._pending = self._pending, None
-        epoch = self.epoch
-        node_state = None
-        if pending and pending.get("node") is not None:
-            saved = tuple(pending["place"])
-            if saved != place:
-                raise ValueError(
-                    f"state was saved at (rank, world, worker, workers)={saved} but this run is at {place}; "
-                    "the stream depends on world size and worker count, so resume with the same ones"
-                )
-            epoch, node_state = int(pending["epoch"]), pending["node"]
-        elif pending:
-            epoch = int(pending["epoch"])
-        reader = SampleReader(
-            self.shards, self._segments(place, epoch), fields=self.fields, on_error=self.on_error,
-            counters=self._shared, options=self.open_options, prefetch=self.prefetch,
-            prefetch_bytes=self.prefetch_bytes, keep_length=self.keep_length,
-        )  # fmt: skip
-        node: Node[RawSample] = reader
-        if self.shuffle and self.buffer_size > 1:
-            node = ShuffleBuffer(reader, size=self.buffer_size, initial=self.initial,
-                                 seed=_stream_seed(self.seed, epoch, place))  # fmt: skip
-        node.reset(node_state)
-        self._node, self._epoch_in_use, self._place = node, epoch, place
-        decode = self._decode
-        self._owed = int(pending.get("owed", 0)) if pending else 0
-        if decode is None and not self._owed:
-            yield from map(_sample_of, node)  # raw bytes: the loop runs in C
-            return
-        last = None
-        for shard, index, sample in node:
-            if decode is None:
-                yield sample
-                continue
-            try:
-                decoded = decode(sample)
-            except (ShardReadError, KeyError) as exc:
-                if self.on_error == "raise":
-                    raise self._locate(exc, reader, shard, index) from exc.__cause__ or exc
-                self._shared.add("decode_errors")
-                if self.on_error == "warn":
-                    warnings.warn(f"skipping undecodable sample: {exc}", stacklevel=2)
-                # The rank still owes a sample: the next good one is repeated, so lengths stay equal.
-                if self.keep_length and self.shards.counts is not None:
-                    self._owed += 1
-                continue
-            last = decoded
-            yield decoded
-            while self._owed:
-                self._owed -= 1
-                self._shared.add("samples_repeated")
-                yield dict(decoded)
-        while self._owed and last is not None:  # the damage came last: repeat from before it
-            self._owed -= 1
-            self._shared.add("samples_repeated")
-            yield dict(last)
 
-    @staticmethod
-    def _locate(exc: Exception, reader: SampleReader, shard: int, index: int) -> Exception:
-        """Add the sample's byte offset to a decode error, found only now, on the error path."""
-        if not isinstance(exc, ShardReadError) or exc.offset is not None:
-            return exc
-        offsets = reader.offsets(shard)
-        offset = int(offsets[index]) if offsets is not None else None
-        return ShardReadError(exc.message, url=exc.url, member=exc.member, offset=offset)
+def _decoder(decode: bool | Callable[[dict[str, Any]], Any], **options: Any) -> Callable[[Any], Any] | None:
+    """The per-sample decode function: the caller's own, a SampleDecoder built from the options, or None."""
+    if callable(decode):
+        return decode
+    if not decode:
+        return None
+    from .decode import SampleDecoder
 
+    return SampleDecoder(**options)

@@ -13,186 +13,83 @@ workers must be module-level functions or ``functools.partial`` objects, not lam
 from __future__ import annotations
 
 import gzip
-import importlib
-import io
-import json
-import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-import numpy as np
-import torch
+from shardstream.checks import is_positive_int, one_of, positive_int_or_none
+from shardstream.errors import DecodeError, MissingMemberError, short_reason
 
-from packer.errors import ShardReadError
+from .decoders import (
+    DECODERS,
+    Decoder,
+    check_decoder,
+    check_name,
+    decode_audio,
+    decode_image,
+    decode_video,
+    keep,
+    register_decoder,
+)
+from .image import turbo_jpeg
 
-from .image import decode_image, turbo_jpeg
+__all__ = ["DECODERS", "DecodeOptions", "Decoder", "SampleDecoder", "register_decoder"]
 
-__all__ = ["DECODERS", "Decoder", "SampleDecoder", "register_decoder"]
-
-Decoder = Callable[[bytes], Any]
-
-IMAGE_EXTENSIONS = ("jpg", "jpeg", "png", "webp", "gif", "bmp", "tif", "tiff", "ppm")
-AUDIO_EXTENSIONS = ("wav", "flac", "mp3", "ogg", "opus", "m4a")
-VIDEO_EXTENSIONS = ("mp4", "webm", "mkv", "avi", "mov")
-_IMAGE_MODES = ("pil", "numpy", "torch", "raw")
-def _decode_audio(data: bytes, rate: int | None = None, mono: bool = False) -> tuple[torch.Tensor, int]:
-    decoders = _require("torchcodec.decoders", "audio decoding", "audio")
-    decoded = decoders.AudioDecoder(data).get_all_samples()
-    samples, sample_rate = decoded.data, int(decoded.sample_rate)
-    if mono and samples.shape[0] != 1:
-        samples = samples.mean(dim=0, keepdim=True)  # before resampling: one channel costs less
-    if rate is not None and rate != sample_rate:
-        # torchaudio's resampler, not FFmpeg's: the one the packer's --audio-rate uses, so audio resampled
-        # at pack time and at read time match.
-        resampling = _require("torchaudio.functional", "audio resampling", "audio")
-        samples, sample_rate = resampling.resample(samples, sample_rate, rate), rate
-    return samples, sample_rate
+IMAGE_MODES = ("pil", "numpy", "torch", "raw")
 
 
-def _decode_video(data: bytes, frames: int | None = None) -> torch.Tensor:
-    decoders = _require("torchcodec.decoders", "video decoding", "video")
-    # "exact" scans the packets once, without decoding, for a true frame count to spread indices over.
-    decoder = decoders.VideoDecoder(data, seek_mode="exact")
-    count = len(decoder)
-    if count == 0:
-        raise ValueError("the video has no frames")
-    if frames is None:
-        return decoder.get_frames_in_range(0, count).data
-    # First and last frame included; asking for more frames than there are repeats some, so the shape
-    # is always [frames, C, H, W] and clips batch together.
-    indices = np.linspace(0, count - 1, frames).round().astype(np.int64).tolist()
-    return decoder.get_frames_at(indices).data
+@dataclass(frozen=True)
+class DecodeOptions:
+    """What decoding makes of members; checked once, when made."""
 
+    image: str = "pil"  # pil, numpy (HWC uint8), torch (CHW uint8), raw (bytes kept)
+    image_size: int | tuple[int, int] | None = None
+    audio_rate: int | None = None
+    audio_mono: bool = False
+    video_frames: int | None = None
+    decoders: Mapping[str, Decoder] | None = None  # by extension or member name, over the registry's
+    fields: tuple[str, ...] | None = None  # decode only these members; a sample without one is an error
 
-def _require(module: str, what: str, extra: str) -> Any:
-    try:
-        return importlib.import_module(module)
-    except (ImportError, OSError, RuntimeError) as exc:  # OSError/RuntimeError: FFmpeg libraries missing
-        package = module.split(".")[0]
-        raise ImportError(f"{what} needs {package}: pip install 'shardstream[{extra}]' ({exc})") from exc
-
-
-def _keep(data: bytes) -> bytes:
-    return data
-
-
-def _npy(data: bytes) -> np.ndarray:
-    return np.load(io.BytesIO(data), allow_pickle=False)
-
-
-def _npz(data: bytes) -> dict[str, np.ndarray]:
-    with np.load(io.BytesIO(data), allow_pickle=False) as archive:
-        return {name: archive[name] for name in archive.files}
-
-
-def _torch(data: bytes) -> Any:
-    return torch.load(io.BytesIO(data), weights_only=True)
-
-
-def _msgpack(data: bytes) -> Any:
-    try:
-        import msgpack
-    except ImportError:
-        return data  # msgpack is not a dependency; without it these members stay bytes, like unknown ones
-    return msgpack.unpackb(data, raw=False)
-
-
-def _json(data: bytes) -> Any:
-    # Decoding UTF-8 first skips json's per-call encoding sniffing on bytes (~1.4 us a sample).
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        return json.loads(data)  # UTF-16/32 JSON, which json detects from the bytes
-    return json.loads(text)
-
-
-DECODERS: dict[str, Decoder] = {
-    **dict.fromkeys(IMAGE_EXTENSIONS, decode_image),
-    **dict.fromkeys(AUDIO_EXTENSIONS, _decode_audio),
-    **dict.fromkeys(VIDEO_EXTENSIONS, _decode_video),
-    "txt": partial(str, encoding="utf-8"),
-    "json": _json,
-    # int() takes ASCII bytes and ignores surrounding whitespace: b"7\n" -> 7.
-    **dict.fromkeys(("cls", "cls2", "index", "inx", "id"), int),
-    "npy": _npy,
-    "npz": _npz,
-    **dict.fromkeys(("pth", "pt"), _torch),
-    **dict.fromkeys(("mp", "msgpack"), _msgpack),
-}
-
-
-def register_decoder(ext: str, fn: Decoder) -> None:
-    """Set the decoder of an extension ("jpg") or member name ("image.jpg") for SampleDecoders made later."""
-    DECODERS[_check_name(ext, "ext")] = _check_decoder(fn, "fn")
-
-
-def _check_name(name: Any, argument: str) -> str:
-    if not isinstance(name, str) or not name or name.startswith(".") or name.endswith("."):
-        raise ValueError(
-            f"{argument} must be an extension like 'jpg' or a member name like 'image.jpg', not {name!r}"
-        )
-    return name.lower()
-
-
-def _check_decoder(fn: Any, argument: str) -> Decoder:
-    if not callable(fn):
-        raise ValueError(f"{argument} must be callable, taking bytes, not {fn!r}")
-    return fn
-
-
-def _positive_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
-
-
-class SampleDecoder:
-    """Turn a sample's member bytes into Python objects by extension; see the module docstring."""
-
-    def __init__(
-        self,
-        *,
-        image: str = "pil",
-        image_size: int | tuple[int, int] | None = None,
-        audio_rate: int | None = None,
-        audio_mono: bool = False,
-        video_frames: int | None = None,
-        decoders: Mapping[str, Decoder] | None = None,
-        fields: Sequence[str] | None = None,
-    ) -> None:
-        if image not in _IMAGE_MODES:
-            raise ValueError(f"image must be one of {', '.join(_IMAGE_MODES)}, not {image!r}")
-        size = _check_image_size(image_size)
-        if size is not None and image == "raw":
+    def __post_init__(self) -> None:
+        one_of("image", self.image, IMAGE_MODES)
+        object.__setattr__(self, "image_size", _check_image_size(self.image_size))
+        if self.image_size is not None and self.image == "raw":
             raise ValueError("image_size needs decoded images; it does nothing with image='raw'")
-        if size is None and image in ("torch", "numpy"):
-            turbo_jpeg()  # import now, in the parent, so forked DataLoader workers inherit it
-        for argument, value in (("audio_rate", audio_rate), ("video_frames", video_frames)):
-            if value is not None and not _positive_int(value):
-                raise ValueError(f"{argument} must be a positive integer, not {value!r}")
-        if not isinstance(audio_mono, bool):
-            raise ValueError(f"audio_mono must be True or False, not {audio_mono!r}")
-        if decoders is not None and not isinstance(decoders, Mapping):
-            raise ValueError(f"decoders must map extensions or member names to functions, not {decoders!r}")
+        positive_int_or_none("audio_rate", self.audio_rate)
+        positive_int_or_none("video_frames", self.video_frames)
+        if not isinstance(self.audio_mono, bool):
+            raise ValueError(f"audio_mono must be True or False, not {self.audio_mono!r}")
+        if self.decoders is not None and not isinstance(self.decoders, Mapping):
+            raise ValueError(
+                f"decoders must map extensions or member names to functions, not {self.decoders!r}"
+            )
+        fields = self.fields
         if fields is not None and (
             isinstance(fields, str)
             or not isinstance(fields, Sequence)
             or not all(isinstance(f, str) and f for f in fields)
         ):
             raise ValueError(f"fields must be a list of member names like ['jpg', 'json'], not {fields!r}")
+        object.__setattr__(self, "fields", None if fields is None else tuple(fields))
 
-        # Bound to plain data with partial, not closures, so the table pickles.
-        bound: dict[Decoder, Decoder] = {
-            decode_image: _keep if image == "raw" else partial(decode_image, mode=image, size=size),
-            _decode_audio: partial(_decode_audio, rate=audio_rate, mono=audio_mono),
-            _decode_video: partial(_decode_video, frames=video_frames),
-        }
-        # A global registration that replaced a media decoder is not a built-in any more: it is kept.
-        table = {name: bound.get(fn, fn) for name, fn in DECODERS.items()}
-        for name, fn in (decoders or {}).items():
-            table[_check_name(name, "decoders key")] = _check_decoder(fn, f"decoders[{name!r}]")
-        self._table = table
-        self._fields = None if fields is None else tuple(fields)
-        self._field_set = None if fields is None else frozenset(self._fields)
+
+class SampleDecoder:
+    """Turn a sample's member bytes into Python objects by extension; see the module docstring.
+
+    ``SampleDecoder(image="torch", ...)`` takes DecodeOptions' fields as keywords, or one DecodeOptions.
+    """
+
+    def __init__(self, options: DecodeOptions | None = None, **kwargs: Any) -> None:
+        if options is not None and kwargs:
+            raise ValueError("pass either a DecodeOptions or keyword options, not both")
+        options = options if options is not None else DecodeOptions(**kwargs)
+        self.options = options
+        if options.image_size is None and options.image in ("torch", "numpy"):
+            turbo_jpeg()  # import now, in the parent, so forked DataLoader workers inherit it
+        self._table = _decoder_table(options)
+        self._fields = options.fields
+        self._field_set = None if options.fields is None else frozenset(options.fields)
         self._resolved: dict[str, Decoder] = {}
 
     def __call__(self, sample: dict[str, Any]) -> dict[str, Any]:
@@ -200,9 +97,11 @@ class SampleDecoder:
             missing = [name for name in self._fields if name not in sample]
             if missing:
                 present = sorted(name for name in sample if not name.startswith("__"))
-                raise KeyError(
-                    f"sample {sample.get('__key__')!r} from {sample.get('__url__')} has no member "
-                    f"{missing[0]!r} (fields asked for: {list(self._fields)}; present: {present})"
+                raise MissingMemberError(
+                    f"sample has no member {missing[0]!r} (fields asked for: {list(self._fields)}; "
+                    f"present: {present})",
+                    url=str(sample.get("__url__", "<no __url__>")),
+                    member=f"{sample.get('__key__')}.{missing[0]}",
                 )
         out: dict[str, Any] = {}
         fields = self._field_set
@@ -227,8 +126,8 @@ class SampleDecoder:
         except ImportError:
             raise  # a missing optional dependency, not a bad shard
         except Exception as exc:
-            raise ShardReadError(
-                f"does not decode: {_reason(exc)}",
+            raise DecodeError(
+                f"does not decode: {short_reason(exc)}",
                 url=str(sample.get("__url__", "<no __url__>")),
                 member=f"{sample.get('__key__')}.{name}",
                 offset=sample.get("__offset__"),
@@ -247,8 +146,23 @@ class SampleDecoder:
             return fn
         if ext == "gz":
             rest = name[: -len(".gz")]
-            return partial(_gunzip_then, self._resolve(rest) if rest else _keep)
-        return _keep
+            return partial(_gunzip_then, self._resolve(rest) if rest else keep)
+        return keep
+
+
+def _decoder_table(options: DecodeOptions) -> dict[str, Decoder]:
+    """The registry with the media decoders bound to the options (by partial: the table pickles)."""
+    image = options.image
+    bound: dict[Decoder, Decoder] = {
+        decode_image: keep if image == "raw" else partial(decode_image, mode=image, size=options.image_size),
+        decode_audio: partial(decode_audio, rate=options.audio_rate, mono=options.audio_mono),
+        decode_video: partial(decode_video, frames=options.video_frames),
+    }
+    # A global registration that replaced a media decoder is not a built-in any more: it is kept.
+    table = {name: bound.get(fn, fn) for name, fn in DECODERS.items()}
+    for name, fn in (options.decoders or {}).items():
+        table[check_name(name, "decoders key")] = check_decoder(fn, f"decoders[{name!r}]")
+    return table
 
 
 def _gunzip_then(decode: Decoder, data: bytes) -> Any:
@@ -256,18 +170,10 @@ def _gunzip_then(decode: Decoder, data: bytes) -> Any:
 
 
 def _check_image_size(size: Any) -> int | tuple[int, int] | None:
-    if size is None or _positive_int(size):
+    if size is None or is_positive_int(size):
         return size
-    if isinstance(size, (tuple, list)) and len(size) == 2 and all(_positive_int(side) for side in size):
+    if isinstance(size, (tuple, list)) and len(size) == 2 and all(is_positive_int(side) for side in size):
         return (size[0], size[1])
     raise ValueError(
         f"image_size must be a positive integer (shorter side, at least) or (height, width), not {size!r}"
     )
-
-
-def _reason(exc: BaseException) -> str:
-    # torchcodec prefixes C++ frames ("SingleStreamDecoder, /path/File.cpp:70, ..."); keep the human part.
-    text = str(exc).strip()
-    first = text.splitlines()[0] if text else type(exc).__name__
-    # Pillow names the BytesIO it was handed, which tells a reader nothing.
-    return re.sub(r"^.*\.cpp:\d+, | <_io\.BytesIO object at 0x[0-9a-f]+>", "", first)

@@ -21,7 +21,7 @@ from urllib.parse import urlsplit, urlunsplit
 import urllib3
 from urllib3.exceptions import HTTPError, MaxRetryError, SSLError
 
-from packer.errors import ShardNotFoundError, ShardReadError
+from shardstream.errors import ShardNotFoundError, ShardReadError
 
 HEADERS_ENV = "SHARDSTREAM_HTTP_HEADERS"
 _FATAL = {400: "bad request", 401: "unauthorized", 403: "forbidden", 404: "not found", 410: "gone"}

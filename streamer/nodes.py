@@ -1,24 +1,30 @@
 """Iterator nodes with explicit state: ``next``, ``reset(state)``, ``get_state`` — what resumption needs.
 
-A node's state says where it stands, not what it has read, so restoring costs seeks, not replays.
+A chain is built by handing each node its source: reader -> shuffle buffer -> decoder (``Mapper``) ->
+stand-ins. Items are ``(shard, index, sample)``: every sample keeps its id, so a node's state names
+samples rather than holding their bytes, and a restore re-reads them by id through ``read_one``, which
+each node answers from its source (applying its own change: a ``Mapper`` decodes). Any node composes
+with any other, whatever their order.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any, Generic, TypeVar
+from typing import Any
 
-T = TypeVar("T")
+Item = tuple[int, int, Any]  # (shard, sample index in the shard, sample)
 
 
-class Node(Iterator[T], Generic[T]):
+class Node(Iterator[Item]):
     """Subclasses implement ``_generate(state)`` and ``get_state()``, which must be current at every yield.
 
     Hot loops keep their position in plain attributes and build the state dict only when asked.
     """
 
+    source: Node | None = None
+
     def __init__(self) -> None:
-        self._it: Iterator[T] | None = None
+        self._it: Iterator[Item] | None = None
 
     def reset(self, state: dict[str, Any] | None = None) -> None:
         """Start again from the beginning, or from a state ``get_state`` returned."""
@@ -27,17 +33,26 @@ class Node(Iterator[T], Generic[T]):
     def get_state(self) -> dict[str, Any]:
         raise NotImplementedError
 
-    def __iter__(self) -> Iterator[T]:
+    def read_one(self, shard: int, index: int) -> Any:
+        """Sample ``index`` of shard ``shard`` as this node hands samples out (for restoring a buffer)."""
+        if self.source is None:
+            raise NotImplementedError(f"{type(self).__name__} cannot read a sample by id")
+        return self.source.read_one(shard, index)
+
+    def __iter__(self) -> Iterator[Item]:
         # Loops run on the generator itself, skipping a Python-level __next__ per item; the state lives
         # on the node either way.
         if self._it is None:
             self.reset()
         return self._it  # type: ignore[return-value]
 
-    def __next__(self) -> T:
+    def __next__(self) -> Item:
         if self._it is None:
             self.reset()
         return next(self._it)  # type: ignore[arg-type]
 
-    def _generate(self, state: dict[str, Any] | None) -> Iterator[T]:
+    def _generate(self, state: dict[str, Any] | None) -> Iterator[Item]:
         raise NotImplementedError
+
+    def _source_state(self) -> dict[str, Any]:
+        return self.source.get_state() if self.source is not None else {}

@@ -17,7 +17,7 @@ from functools import lru_cache
 from typing import Any, BinaryIO
 from urllib.parse import urlparse
 
-from packer.errors import ShardNotFoundError, ShardReadError
+from shardstream.errors import ShardNotFoundError, ShardReadError
 
 from .http import HttpOptions, HttpStream, read_http, redact
 
@@ -180,16 +180,14 @@ def read_small(url: str, options: OpenOptions | None = None) -> bytes | None:
             return None
     cache = options.cache()
     if cache is not None and scheme != "pipe":
-        # Remember absence too: a second epoch over a cached dataset makes no request at all.
-        absent = cache.path_for(url).with_name(cache.path_for(url).name + ".absent")
-        if absent.exists():
+        # Absence is remembered too: a second epoch over a cached dataset makes no request at all.
+        if cache.absent(url):
             return None
         try:
             with _cached(url, options, None) as handle:
                 return handle.read()
         except ShardNotFoundError:
-            absent.parent.mkdir(parents=True, exist_ok=True)
-            absent.touch()
+            cache.remember_absent(url)
             return None
     if scheme in ("http", "https"):
         return read_http(url, options.http)

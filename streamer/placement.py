@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
@@ -27,6 +28,15 @@ class Segment:
     shard: int
     start: int
     stop: int | None
+
+
+class Segments(Protocol):
+    """A worker's segments for one epoch, by number: a list, ``WholeShards``, or endless ``ResampledShards``.
+
+    ``segments[k]`` raises IndexError past the last one (never, for an endless draw).
+    """
+
+    def __getitem__(self, k: int) -> Segment: ...
 
 
 def rank_quota(total: int, world: int, remainder: str) -> int:

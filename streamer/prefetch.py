@@ -14,10 +14,8 @@ import threading
 from collections.abc import Callable
 from typing import Any, BinaryIO
 
-_CHUNK = 1 << 20
-# Chunks of finished read-aheads, for the next shards': fresh 1 MiB buffers cost a page fault per 4 KiB.
-_SPARE: list[bytearray] = []
-_SPARE_MAX = 32
+from shardstream.buffers import CHUNKS, read_into
+
 _END = object()  # the stream ended in the thread
 _HANDOVER = object()  # the thread stopped reading: the stream is the reader's now
 
@@ -25,12 +23,12 @@ _HANDOVER = object()  # the thread stopped reading: the stream is the reader's n
 class ReadAhead(io.RawIOBase):
     """A stream read ahead by a daemon thread until its reader starts; errors surface on ``readinto``.
 
-    The thread reads into recycled 1 MiB buffers (at most ``max_bytes`` queued), shared by all read-aheads.
+    The thread reads into 1 MiB buffers from the shared pool (at most ``max_bytes`` queued).
     """
 
     def __init__(self, open_stream: Callable[[], tuple[Any, BinaryIO]], *, max_bytes: int) -> None:
         super().__init__()
-        self._filled: queue.Queue[Any] = queue.Queue(maxsize=max(1, max_bytes // _CHUNK))
+        self._filled: queue.Queue[Any] = queue.Queue(maxsize=max(1, max_bytes // CHUNKS.size))
         self._stop = threading.Event()
         self._started = threading.Event()  # the reader has begun: read ahead no further
         self._current: memoryview | None = None  # the chunk being handed out, and how far
@@ -68,12 +66,11 @@ class ReadAhead(io.RawIOBase):
                 if self._started.is_set():
                     handed_over = self._put((_HANDOVER, stream))
                     return
-                try:
-                    buffer = _SPARE.pop()
-                except IndexError:
-                    buffer = bytearray(_CHUNK)
+                buffer = CHUNKS.take()
                 count, error = _read_full(stream, memoryview(buffer))
-                if count and not self._put((buffer, count)):
+                if not count:
+                    CHUNKS.give(buffer)
+                elif not self._put((buffer, count)):
                     return
                 if error is not None:
                     raise error
@@ -100,12 +97,13 @@ class ReadAhead(io.RawIOBase):
         if self._error is not None:
             raise self._error
         if self._stream is not None:
-            return _read_some(self._stream, buffer)
+            return read_into(self._stream, buffer)
         self._started.set()
         while self._start >= self._end:
             if self._current is not None:
-                if len(_SPARE) < _SPARE_MAX:
-                    _SPARE.append(self._current.obj)  # type: ignore[arg-type]
+                buffer_done = self._current.obj
+                self._current.release()
+                CHUNKS.give(buffer_done)
                 self._current = None
             if self._done:
                 return 0
@@ -118,7 +116,7 @@ class ReadAhead(io.RawIOBase):
                 raise item
             if item[0] is _HANDOVER:
                 self._stream = item[1]
-                return _read_some(item[1], buffer)
+                return read_into(item[1], buffer)
             self._current, self._start, self._end = memoryview(item[0]), 0, item[1]
         count = min(len(buffer), self._end - self._start)
         buffer[:count] = self._current[self._start : self._start + count]  # type: ignore[index]
@@ -139,15 +137,6 @@ class ReadAhead(io.RawIOBase):
         super().close()
 
 
-def _read_some(stream: BinaryIO, buffer: Any) -> int:
-    readinto = getattr(stream, "readinto", None)
-    if readinto is not None:
-        return readinto(buffer)
-    data = stream.read(len(buffer))
-    buffer[: len(data)] = data
-    return len(data)
-
-
 def _read_full(stream: BinaryIO, view: memoryview) -> tuple[int, BaseException | None]:
     """Fill ``view`` unless the stream ends first (sockets hand out less than asked): fewer, fuller chunks.
 
@@ -157,7 +146,7 @@ def _read_full(stream: BinaryIO, view: memoryview) -> tuple[int, BaseException |
     filled = 0
     while filled < len(view):
         try:
-            count = _read_some(stream, view[filled:])
+            count = read_into(stream, view[filled:])
         except Exception as exc:
             if not filled:
                 raise

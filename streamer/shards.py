@@ -10,8 +10,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from packer.errors import FormatError
-from packer.format import INDEX_NAME, BracePattern, DatasetIndex, offsets_name
+from shardstream.errors import FormatError
+from shardstream.format import INDEX_NAME, BracePattern, DatasetIndex, offsets_name
 
 from .openers import OpenOptions, join_url, read_small
 

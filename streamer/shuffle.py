@@ -1,34 +1,39 @@
 """Shuffle through a bounded buffer of undecoded samples; its state names buffered samples, not their bytes.
 
-Restoring re-reads the buffered samples by offset (one seek each), so resuming costs at most
-``size`` random reads, whatever the position in the epoch.
+Restoring re-reads the buffered samples by id through the source (one seek each), so resuming costs at
+most ``size`` random reads, whatever the position in the epoch. The seed is ``buffer_seed``: a pure
+function of the dataset seed, the epoch and the place, so every rank and worker shuffles differently.
 """
 
 from __future__ import annotations
 
+import hashlib
 import random
 from collections.abc import Iterator
 from typing import Any
 
-from .nodes import Node
-from .reader import RawSample, SampleReader
+from .nodes import Item, Node
 
 
-class ShuffleBuffer(Node[RawSample]):
-    """Fill to ``initial`` before the first sample, then grow to ``size`` while handing samples out."""
+def buffer_seed(seed: int, epoch: int, rank: int, world: int, worker: int, workers: int) -> int:
+    """The shuffle buffer's seed for one worker of one rank in one epoch."""
+    text = f"buffer:{seed}:{epoch}:{rank * workers + worker}:{world}:{workers}"
+    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little")
 
-    def __init__(self, source: SampleReader, *, size: int, initial: int | None, seed: int) -> None:
+
+class ShuffleBuffer(Node):
+    """Fill to ``initial`` before the first sample, then grow to ``size`` while handing samples out.
+
+    ``size`` >= 1 and ``initial`` in [1, size] (None: size), as ShardDataset's options check.
+    """
+
+    def __init__(self, source: Node, *, size: int, initial: int | None, seed: int) -> None:
         super().__init__()
-        if size < 1:
-            raise ValueError(f"buffer_size must be >= 1, not {size}")
-        initial = size if initial is None else initial
-        if not 1 <= initial <= size:
-            raise ValueError(f"initial must be in [1, buffer_size={size}], not {initial}")
         self.source = source
         self.size = size
-        self.initial = initial
+        self.initial = size if initial is None else initial
         self.seed = seed
-        self._buffer: list[RawSample] = []
+        self._buffer: list[Item] = []
         self._rng = random.Random(seed)
 
     def get_state(self) -> dict[str, Any]:
@@ -38,13 +43,13 @@ class ShuffleBuffer(Node[RawSample]):
             "rng": self._rng.getstate(),
         }
 
-    def _pick(self) -> RawSample:
+    def _pick(self) -> Item:
         buffer = self._buffer
         j = int(self._rng.random() * len(buffer))
         buffer[j], buffer[-1] = buffer[-1], buffer[j]
         return buffer.pop()
 
-    def _generate(self, state: dict[str, Any] | None) -> Iterator[RawSample]:
+    def _generate(self, state: dict[str, Any] | None) -> Iterator[Item]:
         self._rng = random.Random(self.seed)
         self.source.reset(state["source"] if state else None)
         if state:

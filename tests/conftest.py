@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from packer.synth import Corpus, make_corpus
+from shardstream.demo.synth import Corpus, make_corpus
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 
@@ -78,9 +78,9 @@ def shard_paths(outdir: Path) -> list[Path]:
 
 def write_dataset(root: Path, counts: list[int], *, prefix: str = "train", payload: int = 40) -> Path:
     """Shards with exactly ``counts`` samples each (keys ``s{shard}-{i}``), plus offsets and an index."""
-    from packer.format import INDEX_NAME, DatasetIndex, shard_name, shard_pattern
     from packer.sample import Sample
     from packer.shardwriter import TarShardWriter, encode_sample
+    from shardstream.format import INDEX_NAME, DatasetIndex, shard_name, shard_pattern
 
     root.mkdir(parents=True, exist_ok=True)
     entries = []

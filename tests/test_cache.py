@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from packer.errors import ShardNotFoundError, ShardReadError
+from shardstream.errors import ShardNotFoundError, ShardReadError
 from streamer.cache import STALE_TEMP_AGE, ShardCache
 
 

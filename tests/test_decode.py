@@ -14,7 +14,7 @@ import pytest
 import torch
 from PIL import Image, ImageOps
 
-from packer.errors import ShardReadError
+from shardstream.errors import DecodeError, MissingMemberError, ShardReadError
 from streamer.decode import DECODERS, SampleDecoder, register_decoder
 
 URL = "file:///data/train-000003.tar"
@@ -230,14 +230,15 @@ def test_video_decodes_all_frames_or_evenly_spaced_ones(mp4: bytes) -> None:
     assert means[0] < 33 and means[-1] > 167 and np.all(np.diff(means) >= -1)
 
 
-def test_corrupt_audio_and_video_raise_shard_read_errors(mp4: bytes) -> None:
+def test_corrupt_audio_and_video_raise_decode_errors(mp4: bytes) -> None:
     decoder = SampleDecoder()
     for name, data in [
         ("wav", b"RIFF\x00\x00\x00\x00WAVEjunk"),
         ("mp4", mp4[: len(mp4) // 3] + b"\x00" * 50),
     ]:
-        with pytest.raises(ShardReadError) as info:
+        with pytest.raises(DecodeError) as info:
             decoder(sample(**{name: data}))
+        assert not isinstance(info.value, ShardReadError)  # the bytes were read; they do not decode
         assert info.value.member == f"part0/000017.{name}" and info.value.__cause__ is not None
 
 
@@ -339,19 +340,21 @@ def test_fields_keep_only_the_members_asked_for_and_name_what_is_missing() -> No
     decoder = SampleDecoder(fields=["txt", "cls"])
     out = decoder(sample(txt=b"a", cls=b"1", jpg=b"not even decoded", json=b"{}"))
     assert out == {**sample(), "txt": "a", "cls": 1}
-    with pytest.raises(KeyError) as info:
+    with pytest.raises(MissingMemberError) as info:
         decoder(sample(txt=b"a", json=b"{}"))
+    assert isinstance(info.value, KeyError) and info.value.member == "part0/000017.cls"
     message = str(info.value)
     assert "'cls'" in message and "part0/000017" in message and URL in message and "json" in message
 
 
 @pytest.mark.parametrize("data", [b"\xff\xd8\xff\xe0\x00\x10JFIF\x00" + b"\x13" * 64, "truncated"])
-def test_a_corrupt_jpeg_raises_shard_read_error_naming_url_member_and_offset(data: bytes | str) -> None:
+def test_a_corrupt_jpeg_raises_a_decode_error_naming_url_member_and_offset(data: bytes | str) -> None:
     if data == "truncated":
         data = image_bytes("jpg")[:1500]
-    with pytest.raises(ShardReadError) as info:
+    with pytest.raises(DecodeError) as info:
         SampleDecoder(image="torch")(sample(**{"0.jpg": data}))
     error = info.value
+    assert not isinstance(error, ShardReadError)
     assert (error.url, error.member, error.offset) == (URL, "part0/000017.0.jpg", 1536)
     assert URL in str(error) and "part0/000017.0.jpg" in str(error) and "1536" in str(error)
     assert error.__cause__ is not None

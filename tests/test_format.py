@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from packer.errors import FormatError, KeyRuleError, ShardReadError
-from packer.format import (
+from shardstream.errors import FormatError, KeyRuleError, ShardReadError
+from shardstream.format import (
     BracePattern,
     DatasetIndex,
     ShardEntry,
@@ -126,7 +126,7 @@ def test_index_rejects_other_files_and_versions(tmp_path):
 def test_errors_survive_pickling_across_processes():
     import pickle
 
-    from packer.errors import MediaError, RejectedInput
+    from shardstream.errors import MediaError, RejectedInput
 
     for error in (
         RejectedInput("a.jsonl:record 3", "missing file"),

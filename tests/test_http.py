@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from torch.utils.data import DataLoader
 
-from packer.errors import ShardNotFoundError, ShardReadError
+from shardstream.errors import ShardNotFoundError, ShardReadError
 from streamer import ShardDataset
 from streamer.http import HttpOptions, HttpStream
 from tests.conftest import write_dataset

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from packer.errors import ShardReadError
+from shardstream.errors import ShardReadError
 from streamer import ShardDataset
 from tests.conftest import write_dataset
 

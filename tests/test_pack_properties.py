@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from packer import PackOptions, pack, verify_dataset
-from packer.format import DatasetIndex
+from shardstream.format import DatasetIndex
 from tests.conftest import expected_from_directory, read_with_tarfile
 
 segment = st.from_regex(r"[a-z0-9][a-z0-9_-]{0,12}", fullmatch=True)

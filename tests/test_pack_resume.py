@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from packer.format.constants import JOURNAL_NAME
+from shardstream.format.constants import JOURNAL_NAME
 
 
 def _cli(*args: str) -> list[str]:
-    return [sys.executable, "-m", "streamer.cli", *args]
+    return [sys.executable, "-m", "shardstream.cli", *args]
 
 
 def _descendants(pid: int) -> set[int]:

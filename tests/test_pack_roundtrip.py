@@ -8,8 +8,8 @@ import subprocess
 import pytest
 
 from packer import PackOptions, pack, verify_dataset
-from packer.format import DatasetIndex, decode_offsets, offsets_name
 from packer.media import MediaOptions
+from shardstream.format import DatasetIndex, decode_offsets, offsets_name
 from tests.conftest import (
     expected_from_directory,
     expected_from_manifest,

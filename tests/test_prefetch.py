@@ -93,7 +93,7 @@ def test_an_error_after_the_last_needed_byte_stays_unseen(tmp_path):
 
 
 def test_an_error_inside_the_thread_is_raised_on_every_read_never_a_wait():
-    from packer.format.tarread import iter_samples
+    from shardstream.format.tarread import iter_samples
 
     class Broken:
         def readinto(self, view):

@@ -11,10 +11,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from streamer.decode import SampleDecoder
+from streamer.mapper import Mapper
+from streamer.opener import ShardOpener
+from streamer.options import Errors
 from streamer.placement import WholeShards, counted_segments
 from streamer.reader import SampleReader
+from streamer.recovery import Recovery
 from streamer.shards import ShardList
 from streamer.shuffle import ShuffleBuffer
+from streamer.standins import StandIns
 from tests.conftest import write_dataset
 
 SCRIPT = Path(__file__).parent / "scripts" / "resume_run.py"
@@ -54,23 +60,33 @@ def _node_factories(index):
 
     def reader():
         segments = counted_segments(counts, rank=0, world=1, worker=0, workers=1, seed=3, epoch=1)
-        return SampleReader(shards, segments)
+        return SampleReader(ShardOpener(shards), segments)
 
     def whole():
-        return SampleReader(shards, WholeShards(len(COUNTS), rank=0, world=1, worker=0, workers=1, seed=2,
-                                                epoch=0))  # fmt: skip
+        segments = WholeShards(len(COUNTS), rank=0, world=1, worker=0, workers=1, seed=2, epoch=0)
+        return SampleReader(ShardOpener(shards), segments)
 
     def buffered():
         return ShuffleBuffer(reader(), size=16, initial=5, seed=99)
 
     def split():
         segments = counted_segments(counts, rank=1, world=3, worker=1, workers=2, seed=3, epoch=1)
-        return ShuffleBuffer(SampleReader(shards, segments), size=8, initial=8, seed=1)
+        return ShuffleBuffer(SampleReader(ShardOpener(shards), segments), size=8, initial=8, seed=1)
 
-    return {"reader": reader, "whole-shards": whole, "buffer": buffered, "split-shards": split}
+    def decoded():  # a decoder before the buffer: restoring re-reads and decodes the buffered samples
+        return ShuffleBuffer(Mapper(reader(), SampleDecoder()), size=8, initial=3, seed=4)
+
+    def stand_ins():
+        recovery = Recovery(Errors(on_error="skip"))
+        return StandIns(Mapper(buffered(), SampleDecoder(), recovery), recovery)
+
+    return {"reader": reader, "whole-shards": whole, "buffer": buffered, "split-shards": split,
+            "decoded-then-buffered": decoded, "stand-ins": stand_ins}  # fmt: skip
 
 
-@pytest.mark.parametrize("node", ["reader", "whole-shards", "buffer", "split-shards"])
+@pytest.mark.parametrize(
+    "node", ["reader", "whole-shards", "buffer", "split-shards", "decoded-then-buffered", "stand-ins"]
+)
 def test_every_node_honours_the_save_load_contract(index, node):
     """For every node: take k, save, load into a fresh node, and the rest equals the uninterrupted rest."""
     make = _node_factories(index)[node]
@@ -90,21 +106,21 @@ def test_restoring_reads_by_offset_not_by_replay(index, monkeypatch):
     shards = ShardList.from_source(str(index))
     segments = counted_segments(np.array(COUNTS), rank=0, world=1, worker=0, workers=1, seed=0, epoch=0,
                                 shuffle=False)  # fmt: skip
-    reader = SampleReader(shards, segments)
+    reader = SampleReader(ShardOpener(shards), segments)
     reader.reset({"segment": 2, "done": 55})
-    import streamer.reader as reader_module
+    import streamer.opener as opener_module
 
     opened = []
-    original = reader_module.open_stream
+    original = opener_module.open_stream
 
     def spy(url, offset=0, *args, **kwargs):
         opened.append((url, offset))
         return original(url, offset, *args, **kwargs)
 
-    monkeypatch.setattr(reader_module, "open_stream", spy)
+    monkeypatch.setattr(opener_module, "open_stream", spy)
     sample = next(reader)
     assert sample[2]["__key__"] == "s002-00055"
-    assert opened[0][1] == reader.offsets(2)[55] > 0
+    assert opened[0][1] == reader.opener.offsets(2)[55] > 0
 
 
 def test_repeats_owed_for_damage_survive_save_and_load(tmp_path):
@@ -116,7 +132,9 @@ def test_repeats_owed_for_damage_survive_save_and_load(tmp_path):
         shards = ShardList.from_source(str(index))
         segments = counted_segments(shards.counts, rank=0, world=1, worker=0, workers=1, seed=3, epoch=0,
                                     shuffle=False)  # fmt: skip
-        return ShuffleBuffer(SampleReader(shards, segments, on_error="skip"), size=4, initial=2, seed=5)
+        recovery = Recovery(Errors(on_error="skip"))
+        reader = SampleReader(ShardOpener(shards), segments, recovery)
+        return StandIns(ShuffleBuffer(reader, size=4, initial=2, seed=5), recovery)
 
     full = [(s, i, d["__key__"]) for s, i, d in make()]
     assert len(full) == 18 and len({key for _, _, key in full}) == 13

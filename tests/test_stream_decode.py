@@ -9,7 +9,7 @@ import pytest
 from PIL import Image
 
 from packer import PackOptions, pack
-from packer.errors import ShardReadError
+from shardstream.errors import DecodeError
 from streamer import ShardDataset
 
 
@@ -71,7 +71,7 @@ def test_undecodable_sample_is_skipped_and_counted(one_bad_jpeg):
 
 def test_undecodable_sample_raises_with_shard_member_and_offset(one_bad_jpeg):
     ds = ShardDataset(one_bad_jpeg.index, shuffle=False)
-    with pytest.raises(ShardReadError) as info:
+    with pytest.raises(DecodeError) as info:
         list(ds)
     error = info.value
     assert error.url.endswith("train-000000.tar") and error.member == "003.jpg"

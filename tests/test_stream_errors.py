@@ -8,8 +8,8 @@ import shutil
 import pytest
 from torch.utils.data import DataLoader
 
-from packer.errors import ShardReadError
-from packer.format import decode_offsets
+from shardstream.errors import ShardReadError
+from shardstream.format import decode_offsets
 from streamer import ShardDataset
 from tests.conftest import write_dataset
 

@@ -14,11 +14,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import packer.format.tarread as tarread
-from packer.errors import ShardReadError
-from packer.format import end_of_archive, member_header, member_size, split_member_name
-from packer.format.tarheader import padded
-from packer.format.tarread import iter_samples
+import shardstream.format.tarread as tarread
+from shardstream.errors import ShardReadError
+from shardstream.format import end_of_archive, member_header, member_size, split_member_name
+from shardstream.format.tarheader import padded
+from shardstream.format.tarread import iter_samples
 from tests.conftest import SHARED
 
 C_SCAN = tarread._header_at
@@ -202,7 +202,7 @@ def test_a_forked_worker_never_writes_into_its_parents_buffers():
     import io as _io
     import os
 
-    from packer.format import window
+    from shardstream.format import window
 
     parent = window.ReadWindow(_io.BytesIO(b"p" * 4096))
     parent.fill(4096)

@@ -49,7 +49,7 @@ def test_torchrun_ddp_every_sample_once_equal_batches_no_hang(tmp_path):
 
 def test_the_ddp_example_runs(tmp_path):
     from packer import PackOptions, pack
-    from packer.synth import make_jpegs
+    from shardstream.demo.synth import make_jpegs
 
     raw = make_jpegs(tmp_path / "raw", 60, size=(32, 32))
     pack(raw, tmp_path / "shards", PackOptions(max_count=7))

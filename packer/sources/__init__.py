@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 
-from ..errors import PackError
+from shardstream.errors import PackError
+
 from ..sample import Reject, SamplePlan
 from .directory import walk_directory
 from .manifest import ManifestSource

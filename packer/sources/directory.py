@@ -6,8 +6,9 @@ import os
 import stat
 from collections.abc import Iterator
 
-from ..errors import KeyRuleError
-from ..format import check_key, normalize_extension
+from shardstream.errors import KeyRuleError
+from shardstream.format import check_key, normalize_extension
+
 from ..sample import MemberPlan, Reject, SamplePlan
 
 

@@ -12,17 +12,13 @@ import re
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from ..errors import KeyRuleError
-from ..format import check_key
+from shardstream.errors import KeyRuleError
+from shardstream.format import check_key
+from shardstream.mediatypes import FILE_MEMBER_EXTENSIONS
+
 from ..sample import MemberPlan, Reject, SamplePlan
 from .records import read_records
 
-_MEDIA = {
-    "jpg", "jpeg", "png", "webp", "gif", "bmp", "tif", "tiff",
-    "wav", "flac", "mp3", "ogg", "opus", "m4a",
-    "mp4", "webm", "mkv", "avi", "mov",
-    "txt", "npy", "npz", "pth", "cls", "json",
-}  # fmt: skip
 _FIELD_CLEAN = re.compile(r"[^a-z0-9_-]+")
 MEMBER_NAMINGS = ("ext", "field")
 
@@ -35,7 +31,7 @@ def _file_extension(value: str) -> str | None:
     if dot <= 0:
         return None
     ext = base[dot + 1 :].lower()
-    return ext if ext in _MEDIA else None
+    return ext if ext in FILE_MEMBER_EXTENSIONS else None
 
 
 def _json_default(value: Any) -> Any:
@@ -57,8 +53,6 @@ class ManifestSource:
         member_naming: str = "ext",
         manifest_format: str | None = None,
     ) -> None:
-        if member_naming not in MEMBER_NAMINGS:
-            raise ValueError(f"member_naming must be one of {MEMBER_NAMINGS}, not {member_naming!r}")
         self.path = os.fspath(path)
         self.media_root = os.fspath(media_root) if media_root else os.path.dirname(os.path.abspath(self.path))
         self.key_field = key_field

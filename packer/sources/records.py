@@ -8,7 +8,7 @@ import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from ..errors import PackError
+from shardstream.errors import PackError
 
 RecordOrError = tuple[int, Any, str | None]  # (record number, record or None, error message or None)
 

@@ -14,6 +14,8 @@ from .keys import check_key, member_name, normalize_extension, split_member_name
 from .offsets import decode_offsets, encode_offsets, offsets_name
 from .patterns import BracePattern, shard_name, shard_pattern
 from .tarheader import end_of_archive, member_header, member_size
+from .tarread import iter_samples
+from .verify import verify_dataset
 
 __all__ = [
     "FORMAT_NAME",
@@ -29,6 +31,7 @@ __all__ = [
     "decode_offsets",
     "encode_offsets",
     "end_of_archive",
+    "iter_samples",
     "member_header",
     "member_name",
     "member_size",
@@ -37,5 +40,6 @@ __all__ = [
     "shard_name",
     "shard_pattern",
     "split_member_name",
+    "verify_dataset",
     "write_atomic",
 ]

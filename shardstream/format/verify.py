@@ -5,9 +5,10 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from .errors import ShardstreamError
-from .format import DatasetIndex, decode_offsets, offsets_name
-from .format.tarread import iter_samples
+from ..errors import ShardstreamError
+from .index import DatasetIndex
+from .offsets import decode_offsets, offsets_name
+from .tarread import iter_samples
 
 
 def sample_starts(path: Path) -> list[int]:

@@ -1,21 +1,14 @@
 """A reused read buffer over a stream: refilled by readinto, sliced into bytes; fewer copies, no page faults.
 
-One buffer, rather than a fresh 1 MiB bytes object per read, keeps the allocator from mapping new pages
-for every chunk (page faults were a third of the time per sample). An anonymous memory map rather than
-a bytearray because slicing a map gives bytes in one copy, with no memoryview in between.
+The buffer comes from the shared pool (``shardstream.buffers``) and goes back to it when the shard is
+done, so the next shard's window finds its pages already mapped.
 """
 
 from __future__ import annotations
 
-import io
-import mmap
 from typing import BinaryIO
 
-CHUNK = 1 << 20
-# Buffers of finished windows, for the next ones: a fresh map costs a page fault per 4 KiB on first use,
-# which was most of the time spent opening a small shard.
-_SPARE: list[mmap.mmap] = []
-_SPARE_MAX = 4
+from ..buffers import CHUNK, CHUNKS, anonymous_map, read_into
 
 
 class ReadWindow:
@@ -25,10 +18,7 @@ class ReadWindow:
 
     def __init__(self, stream: BinaryIO, capacity: int = CHUNK) -> None:
         self.stream = stream
-        try:
-            self.buf = _SPARE.pop() if capacity == CHUNK else _anonymous_map(capacity)
-        except IndexError:
-            self.buf = _anonymous_map(capacity)
+        self.buf = CHUNKS.take() if capacity == CHUNKS.size else anonymous_map(capacity)
         self.view = memoryview(self.buf)
         self.pos = 0
         self.end = 0
@@ -36,8 +26,7 @@ class ReadWindow:
     def release(self) -> None:
         """Hand the buffer on to a later window; this one is done (its stream is the caller's to close)."""
         self.view.release()
-        if len(self.buf) == CHUNK and len(_SPARE) < _SPARE_MAX:
-            _SPARE.append(self.buf)
+        CHUNKS.give(self.buf)
         self.pos = self.end = 0
 
     def fill(self, need: int) -> int:
@@ -49,7 +38,7 @@ class ReadWindow:
             self.buf.move(0, self.pos, have)
             self.pos, self.end = 0, have
         while self.end - self.pos < need:
-            count = _readinto(self.stream, self.view[self.end :])
+            count = read_into(self.stream, self.view[self.end :])
             if not count:
                 break
             self.end += count
@@ -72,21 +61,3 @@ class ReadWindow:
         data = self.buf[self.pos : self.pos + size]
         self.pos += size
         return data
-
-
-def _anonymous_map(size: int) -> mmap.mmap:
-    # Private, not the default shared: a forked DataLoader worker must not write into its parent's buffer.
-    if hasattr(mmap, "MAP_PRIVATE"):
-        return mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-    return mmap.mmap(-1, size)  # Windows: no fork
-
-
-def _readinto(stream: BinaryIO, view: memoryview) -> int:
-    # Only a stream without readinto falls back to read(): an error raised *inside* readinto is the
-    # stream's to report, and retrying through read() could wait on data that will never come.
-    readinto = getattr(stream, "readinto", None)
-    if readinto is not None and getattr(type(stream), "readinto", None) is not io.RawIOBase.readinto:
-        return readinto(view)
-    data = stream.read(len(view))
-    view[: len(data)] = data
-    return len(data)

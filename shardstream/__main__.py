@@ -1,0 +1,5 @@
+"""``python -m shardstream``: the ``shardstream`` command."""
+
+from .cli import main
+
+main()

@@ -1,0 +1,31 @@
+"""The ``shardstream`` command: one typer app, one module per command group, each loading only what it runs.
+
+pack (``cli/pack.py``), info and verify (``cli/inspect.py``), stream (``cli/stream.py``), demo
+(``cli/demo.py``). The packer and the streamer are imported inside the commands that use them, so
+``shardstream --help`` or ``shardstream info`` never pays for torch.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from . import demo, inspect, pack, stream
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    name="shardstream",
+    help="Pack multimodal data into WebDataset-style tar shards and stream them into PyTorch.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+app.command("pack")(pack.pack_command)
+app.command("info")(inspect.info_command)
+app.command("verify")(inspect.verify_command)
+app.command("stream")(stream.stream_command)
+app.command("demo")(demo.demo_command)
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,74 @@
+"""``shardstream stream``: read a dataset from the shell as training would; report samples/s and errors."""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated, Any
+
+import typer
+
+from ..errors import ShardstreamError
+from .common import JsonFlag, echo_json, fail
+
+Source = Annotated[str, typer.Argument(help="An index (path, folder or URL), or a brace pattern.")]
+Workers = Annotated[int, typer.Option(help="DataLoader workers.")]
+Decode = Annotated[bool, typer.Option(help="Decode members (images to tensors), or keep bytes.")]
+Limit = Annotated[int | None, typer.Option(help="Stop after this many samples.")]
+Rank = Annotated[int, typer.Option(help="Read as this rank...")]
+WorldSize = Annotated[int, typer.Option(help="...of this many.")]
+OnError = Annotated[str, typer.Option(help="raise, skip or warn.")]
+
+
+def stream_command(
+    source: Source,
+    workers: Workers = 0,
+    decode: Decode = True,
+    limit: Limit = None,
+    rank: Rank = 0,
+    world_size: WorldSize = 1,
+    on_error: OnError = "raise",
+    as_json: JsonFlag = False,
+) -> None:
+    """Stream a dataset as training would and report samples/s, members seen and errors.
+
+    Example: shardstream stream https://host/data/shardstream-index.json --workers 2 --limit 10000
+    """
+    from streamer import ShardDataset
+
+    try:
+        dataset = ShardDataset(source, decode=decode, image="torch", rank=rank, world_size=world_size,
+                               on_error=on_error)  # fmt: skip
+        count, members, seconds = _read(dataset, workers, limit)
+    except (ShardstreamError, ValueError) as exc:
+        raise fail(str(exc)) from exc
+    summary = {
+        "source": source,
+        "samples": count,
+        "seconds": round(seconds, 3),
+        "samples_per_s": round(count / seconds, 1) if seconds else None,
+        "members": dict(sorted(members.items())),
+        "errors": dataset.errors,
+    }
+    if as_json:
+        echo_json(summary)
+        return
+    typer.echo(f"{count} samples in {seconds:.2f}s ({summary['samples_per_s']} samples/s)")
+    typer.echo(f"members: {summary['members']}")
+    typer.echo(f"errors:  {summary['errors']}")
+
+
+def _read(dataset: Any, workers: int, limit: int | None) -> tuple[int, dict[str, int], float]:
+    """Read up to ``limit`` samples through a DataLoader: (samples, members seen by name, seconds)."""
+    from torch.utils.data import DataLoader
+
+    loader = DataLoader(dataset, batch_size=None, num_workers=workers)
+    started = time.monotonic()
+    count, members = 0, {}
+    for sample in loader:
+        count += 1
+        for name in sample:
+            if not name.startswith("__"):
+                members[name] = members.get(name, 0) + 1
+        if limit is not None and count >= limit:
+            break
+    return count, members, time.monotonic() - started

@@ -1,0 +1,131 @@
+"""Every error shardstream raises, in one tree, so callers can catch at the depth they care about.
+
+    ShardstreamError
+    ├── FormatError              a pattern, key, index or offsets file that breaks the shard format
+    │   └── KeyRuleError         a key the key/extension rule would split differently on reading
+    ├── PackError                the packer cannot go on (empty source, refused OUTDIR, bad resume state)
+    │   └── RejectedInput        one sample/record/file is unusable; skipped and reported unless --strict
+    │       └── MediaError       a media file that does not decode (or re-encode)
+    └── StreamError              reading one sample failed; carries the URL, member and byte offset
+        ├── ShardReadError       the shard's bytes could not be read (I/O, damage, HTTP)
+        │   └── ShardNotFoundError  the shard (or a sidecar) does not exist: 404, 410, no such file
+        ├── DecodeError          a member's bytes were read but do not decode
+        └── MissingMemberError   a member asked for (``fields=``) is not in the sample; also a KeyError
+
+Option errors are plain ``ValueError`` naming the argument. Every error pickles with its fields, so one
+raised in a pack worker or a DataLoader worker reaches the main process whole.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+__all__ = [
+    "DecodeError",
+    "FormatError",
+    "KeyRuleError",
+    "MediaError",
+    "MissingMemberError",
+    "PackError",
+    "RejectedInput",
+    "ShardNotFoundError",
+    "ShardReadError",
+    "ShardstreamError",
+    "StreamError",
+    "short_reason",
+]
+
+
+class ShardstreamError(Exception):
+    """Base of every shardstream error."""
+
+
+class FormatError(ShardstreamError):
+    """Something violates the shard format."""
+
+
+class KeyRuleError(FormatError):
+    """A sample key that would not survive the key/extension rule on reading."""
+
+
+class PackError(ShardstreamError):
+    """The packer cannot continue."""
+
+
+class RejectedInput(PackError):
+    """One input (record, file or sample) was rejected; ``source`` names it, ``reason`` says why."""
+
+    def __init__(self, source: str, reason: str) -> None:
+        super().__init__(f"{source}: {reason}")
+        self.source = source
+        self.reason = reason
+
+    def __reduce__(self) -> tuple[type, tuple[str, str]]:
+        return type(self), (self.source, self.reason)
+
+
+class MediaError(RejectedInput):
+    """A media file failed to decode or re-encode."""
+
+
+class StreamError(ShardstreamError):
+    """Reading a sample failed; says where (URL, member, byte offset), so a user can find the bad bytes."""
+
+    # url defaults to "" so that torch's DataLoader can rebuild it from a worker's message alone.
+    def __init__(
+        self, message: str, *, url: str = "", member: str | None = None, offset: int | None = None
+    ) -> None:
+        where = url
+        if member is not None:
+            where += f" member {member!r}"
+        if offset is not None:
+            where += f" at byte {offset}"
+        super().__init__(f"{where}: {message}" if where else message)
+        self.url = url
+        self.member = member
+        self.offset = offset
+        self.message = message
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""  # KeyError, a base of one subclass, would quote it
+
+    def located(self, offset: int | None) -> StreamError:
+        """The same error with the byte offset filled in (found only on the error path)."""
+        if offset is None or self.offset is not None:
+            return self
+        return type(self)(self.message, url=self.url, member=self.member, offset=offset)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _rebuild, (type(self), self.message, self.url, self.member, self.offset)
+
+
+def _rebuild(
+    cls: type[StreamError], message: str, url: str, member: str | None, offset: int | None
+) -> StreamError:
+    return cls(message, url=url, member=member, offset=offset)
+
+
+class ShardReadError(StreamError):
+    """A shard's bytes could not be read: I/O error, damaged tar, HTTP failure."""
+
+
+class ShardNotFoundError(ShardReadError):
+    """The object is not there (HTTP 404/410, no such file): retrying will not help."""
+
+
+class DecodeError(StreamError):
+    """A member was read whole but its decoder failed on it (a corrupt JPEG, a cut-off video)."""
+
+
+class MissingMemberError(StreamError, KeyError):
+    """A member asked for with ``fields=`` is not in the sample; a KeyError too, as a missing key is."""
+
+
+def short_reason(exc: BaseException) -> str:
+    """An exception's first line without decoder noise, for messages that name the file themselves."""
+    text = str(exc).strip()
+    first = text.splitlines()[0] if text else type(exc).__name__
+    # torchcodec prefixes C++ frames ("SingleStreamDecoder, /path/File.cpp:70, ..."); Pillow names the
+    # BytesIO it was handed, which tells a reader nothing.
+    return re.sub(r"^.*\.cpp:\d+, | <_io\.BytesIO object at 0x[0-9a-f]+>", "", first)

@@ -1,0 +1,90 @@
+"""ShardDataset's options in small frozen groups, validated once where they enter: placement, reading, errors.
+
+Decoding options are ``decode.DecodeOptions``. Nodes built from these trust them and check nothing again.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+
+from shardstream.checks import one_of
+
+from .openers import OpenOptions
+from .placement import REMAINDERS
+
+ON_ERROR = ("raise", "skip", "warn")
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Who reads what: shard order, seed, the epoch's leftover samples, and this process's rank."""
+
+    shuffle: bool = True
+    seed: int = 0
+    remainder: str = "drop"
+    resampled: bool = False
+    rank: int | None = None  # None: from torch.distributed, else $RANK, else 0
+    world_size: int | None = None  # likewise, from $WORLD_SIZE, else 1
+
+    def __post_init__(self) -> None:
+        one_of("remainder", self.remainder, REMAINDERS)
+
+    def resolve(self) -> tuple[int, int]:
+        """(rank, world size): as given, else from torch.distributed if initialised, else the environment."""
+        dist = _distributed_place()
+        rank = self.rank if self.rank is not None else (dist[0] if dist else int(os.environ.get("RANK", 0)))
+        world = self.world_size
+        if world is None:
+            world = dist[1] if dist else int(os.environ.get("WORLD_SIZE", 1))
+        if world < 1 or not 0 <= rank < world:
+            raise ValueError(f"rank must be in [0, world_size), got rank={rank}, world_size={world}")
+        return rank, world
+
+    def resolved(self) -> Placement:
+        """These options with rank and world fixed now, for workers that cannot see the process group."""
+        rank, world = self.resolve()
+        return replace(self, rank=rank, world_size=world)
+
+
+def _distributed_place() -> tuple[int, int] | None:
+    try:
+        import torch.distributed as dist
+    except ImportError:
+        return None
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return None
+
+
+@dataclass(frozen=True)
+class Reading:
+    """How samples are reached and held: where shards open, which members are kept, the shuffle buffer."""
+
+    open: OpenOptions = field(default_factory=OpenOptions)
+    fields: tuple[str, ...] | None = None  # members kept (others dropped before any buffering)
+    buffer_size: int = 1000
+    initial: int | None = None  # samples buffered before the first is handed out (default: buffer_size)
+    prefetch: int = 0  # shards read ahead in a background thread
+    prefetch_bytes: int = 16 << 20
+
+    def __post_init__(self) -> None:
+        if self.buffer_size < 1:
+            raise ValueError(f"buffer_size must be >= 1, not {self.buffer_size}")
+        if self.initial is not None and not 1 <= self.initial <= self.buffer_size:
+            raise ValueError(f"initial must be in [1, buffer_size={self.buffer_size}], not {self.initial}")
+        if self.prefetch < 0:
+            raise ValueError(f"prefetch must be >= 0, not {self.prefetch}")
+        if self.prefetch_bytes < 1:
+            raise ValueError(f"prefetch_bytes must be >= 1, not {self.prefetch_bytes}")
+
+
+@dataclass(frozen=True)
+class Errors:
+    """What a damaged sample does: raise, or skip it (with a warning or not), keeping the rank's length."""
+
+    on_error: str = "raise"
+    keep_length: bool = True
+
+    def __post_init__(self) -> None:
+        one_of("on_error", self.on_error, ON_ERROR)

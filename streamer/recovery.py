@@ -1,0 +1,77 @@
+"""The error policy of one stream: raise a damaged sample, or skip it, count it, and owe a stand-in for it.
+
+Every node that can lose a sample (the reader on damaged bytes, the decoder on undecodable ones) asks the
+same ``Recovery``. What it owes is paid by one node, ``StandIns``, at the end of the chain: with counts
+known and ``keep_length``, each lost sample is stood in for by a repeat, so every rank keeps its length.
+"""
+
+from __future__ import annotations
+
+import bisect
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+from shardstream.errors import StreamError
+
+from .options import Errors
+from .placement import Segment
+from .shared import SharedState
+
+Locate = Callable[[int, int], "int | None"]  # (shard, sample index) -> byte offset of the sample
+
+
+class Recovery:
+    """Decides what an error costs; ``owed`` counts the stand-ins not yet paid (StandIns saves it)."""
+
+    def __init__(
+        self,
+        errors: Errors | None = None,
+        *,
+        counters: SharedState | None = None,
+        counted: bool = True,
+        locate: Locate | None = None,
+    ) -> None:
+        self.errors = errors or Errors()
+        self.counters = counters or SharedState()
+        # Stand-ins keep a promised length; a length is promised only when the counts are known.
+        self.owes = self.errors.keep_length and counted and self.errors.on_error != "raise"
+        self.locate = locate
+        self.owed = 0
+
+    def after_read_error(
+        self, exc: StreamError, segment: Segment, position: int, offsets: Any
+    ) -> int | None:
+        """After a read error at ``position`` in ``segment``: raise, or skip the damaged sample and return the
+        position to go on from (None: the rest of the segment is lost). ``offsets``: the shard's sidecar."""
+        self._raise_or_warn(exc)
+        if offsets is not None and exc.offset is not None:
+            bad = max(position, bisect.bisect_right(offsets, exc.offset) - 1)
+            end = segment.stop if segment.stop is not None else len(offsets) - 1
+            if bad + 1 < end:
+                self._lost(1)
+                return bad + 1
+        lost = (segment.stop - position) if segment.stop is not None else 1
+        self._lost(max(lost, 0))
+        self.counters.add("shards_failed", 1)
+        return None
+
+    def after_sample_error(self, exc: StreamError, shard: int, index: int) -> None:
+        """A sample read whole failed later (decoding): raise it with its byte offset, or skip it."""
+        if self.errors.on_error == "raise" and self.locate is not None:
+            raise exc.located(self.locate(shard, index)) from exc.__cause__ or exc
+        self._raise_or_warn(exc)
+        self.counters.add("decode_errors", 1)
+        if self.owes:
+            self.owed += 1
+
+    def _raise_or_warn(self, exc: StreamError) -> None:
+        if self.errors.on_error == "raise":
+            raise exc
+        if self.errors.on_error == "warn":
+            warnings.warn(f"skipping: {exc}", stacklevel=4)
+
+    def _lost(self, count: int) -> None:
+        self.counters.add("samples_skipped", count)
+        if self.owes:
+            self.owed += count
