@@ -12,7 +12,7 @@ from typing import Any
 _EXPORTS = {
     "DecodeOptions": "decode",
     "Errors": "options",
-    "HttpOptions": "http",
+    "HttpOptions": "httpoptions",
     "Mapper": "mapper",
     "ON_ERROR": "options",
     "OpenOptions": "openers",

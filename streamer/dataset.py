@@ -20,7 +20,7 @@ from torch.utils.data import IterableDataset, get_worker_info
 
 from shardstream.sizes import parse_size
 
-from .http import HttpOptions
+from .httpoptions import HttpOptions
 from .mapper import Mapper
 from .nodes import Node
 from .opener import ShardOpener

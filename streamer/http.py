@@ -9,89 +9,19 @@ from __future__ import annotations
 
 import http.client
 import io
-import json
-import os
 import random
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
-import urllib3
 from urllib3.exceptions import HTTPError, MaxRetryError, SSLError
 
 from shardstream.errors import ShardNotFoundError, ShardReadError
 
-HEADERS_ENV = "SHARDSTREAM_HTTP_HEADERS"
+from .httpoptions import HEADERS_ENV, HttpOptions, redact
+
+__all__ = ["HEADERS_ENV", "HttpOptions", "HttpStream", "read_http", "redact"]
+
 _FATAL = {400: "bad request", 401: "unauthorized", 403: "forbidden", 404: "not found", 410: "gone"}
-_pools: dict[tuple[Any, ...], urllib3.PoolManager] = {}
-
-
-def redact(url: str) -> str:
-    """The URL as errors show it: without user:password."""
-    parts = urlsplit(url)
-    if parts.username is None and parts.password is None:
-        return url
-    host = parts.hostname or ""
-    if parts.port:
-        host += f":{parts.port}"
-    return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
-
-
-@dataclass(frozen=True)
-class HttpOptions:
-    """How to talk to HTTP(S) servers. Headers (tokens) never appear in errors or logs."""
-
-    connect_timeout: float = 10.0
-    read_timeout: float = 30.0
-    retries: int = 5  # consecutive failed attempts without progress before giving up
-    backoff: float = 0.5  # first wait; doubles each attempt, with jitter, capped at max_backoff
-    max_backoff: float = 15.0
-    headers: Mapping[str, str] = field(default_factory=dict)
-    ca_bundle: str | None = None  # a PEM file of trusted CAs (e.g. a self-signed server's)
-    verify: bool = True
-    max_redirects: int = 10
-
-    def __post_init__(self) -> None:
-        for name in ("connect_timeout", "read_timeout", "backoff", "max_backoff"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be >= 0, not {getattr(self, name)}")
-        if self.retries < 0:
-            raise ValueError(f"retries must be >= 0, not {self.retries}")
-
-    def request_headers(self) -> dict[str, str]:
-        """Headers from the options, then from $SHARDSTREAM_HTTP_HEADERS (a JSON object)."""
-        headers = {"Accept-Encoding": "identity"}
-        headers.update(self.headers)
-        extra = os.environ.get(HEADERS_ENV)
-        if extra:
-            try:
-                parsed = json.loads(extra)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"${HEADERS_ENV} must be a JSON object of header names to values") from exc
-            if not isinstance(parsed, dict):
-                raise ValueError(f"${HEADERS_ENV} must be a JSON object of header names to values")
-            headers.update({str(k): str(v) for k, v in parsed.items()})
-        return headers
-
-    def pool(self) -> urllib3.PoolManager:
-        # One pool per process and settings; a forked worker must not reuse its parent's sockets.
-        key = (os.getpid(), self.connect_timeout, self.read_timeout, self.ca_bundle, self.verify)
-        pool = _pools.get(key)
-        if pool is None:
-            tls: dict[str, Any] = {"cert_reqs": "CERT_REQUIRED" if self.verify else "CERT_NONE"}
-            if self.ca_bundle:
-                tls["ca_certs"] = self.ca_bundle
-            timeout = urllib3.Timeout(connect=self.connect_timeout, read=self.read_timeout)
-            pool = urllib3.PoolManager(timeout=timeout, **tls)
-            _pools[key] = pool
-        return pool
-
-    def redirects_only(self) -> urllib3.Retry:
-        """urllib3 follows redirects; every other retry is ours, with our backoff and our limits."""
-        return urllib3.Retry(total=None, connect=0, read=0, status=0, other=0, redirect=self.max_redirects,
-                             raise_on_redirect=True, raise_on_status=False)  # fmt: skip
 
 
 class HttpStream(io.RawIOBase):

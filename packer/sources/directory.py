@@ -34,72 +34,76 @@ def _walk(directory: str, rel: str, top: str, ancestors: frozenset[str]) -> Iter
     groups: dict[str, list[tuple[str, str, str]]] = {}
     order: list[tuple[str, str, str]] = []  # (sort name, kind, payload)
     for entry in entries:
-        path = entry.path
-        if entry.name.startswith("."):
-            what = "hidden directory (skipped with its contents)" if entry.is_dir() else "hidden file"
-            yield Reject(path, what, "hidden")
+        found = _classify(entry, top, ancestors)
+        if isinstance(found, Reject):
+            yield found
             continue
-        real = path
-        if entry.is_symlink():
-            real = os.path.realpath(path)
-            if not os.path.exists(real):
-                yield Reject(path, "broken symlink", "unreadable")
-                continue
-            if not _inside(real, top):
-                yield Reject(path, f"symlink points outside SOURCE, to {real}", "outside")
-                continue
-        try:
-            # scandir already knows the type of plain entries; only links need a stat of their target.
-            if real is path:
-                mode = stat.S_IFDIR if entry.is_dir(follow_symlinks=False) else (
-                    stat.S_IFREG if entry.is_file(follow_symlinks=False) else os.stat(path).st_mode
-                )
-            else:
-                mode = os.stat(real).st_mode
-        except OSError as exc:
-            yield Reject(path, f"cannot stat: {exc.strerror or exc}", "unreadable")
-            continue
-        if stat.S_ISDIR(mode):
-            if real in ancestors:
-                yield Reject(path, "symlink loop: points at one of its own parent directories", "loop")
-                continue
+        kind, real = found
+        if kind == "dir":
             order.append((entry.name, "dir", real))
             continue
-        if not stat.S_ISREG(mode):
-            yield Reject(path, "not a regular file", "unreadable")
-            continue
         dot = entry.name.find(".")
-        if dot <= 0 or dot == len(entry.name) - 1:
-            yield Reject(path, "file has no extension, so it cannot be a sample member", "no-extension")
-            continue
         key_name = entry.name[:dot]
         if key_name not in groups:
             groups[key_name] = []
             order.append((key_name, "key", key_name))
-        groups[key_name].append((normalize_extension(entry.name[dot + 1 :]), real, path))
+        groups[key_name].append((normalize_extension(entry.name[dot + 1 :]), real, entry.path))
     # Subdirectories and keys share one sorted order, so output order never depends on scandir order.
     order.sort(key=lambda item: (item[0], item[1]))
     for name, kind, payload in order:
         if kind == "dir":
             yield from _walk(payload, f"{rel}{name}/", top, ancestors | {payload})
-            continue
-        files = groups.pop(payload)
-        key = f"{rel}{payload}"
-        source = os.path.join(os.path.dirname(files[0][2]), payload)
-        seen: dict[str, str] = {}
-        clash = None
-        for ext, _real, shown in files:
-            if ext in seen:
-                clash = f"two files map to member {key}.{ext}: {seen[ext]} and {shown}"
-                break
-            seen[ext] = shown
-        if clash:
-            yield Reject(source, clash, "member-clash")
-            continue
-        try:
-            check_key(key)
-        except KeyRuleError as exc:
-            yield Reject(source, str(exc), "bad-key")
-            continue
-        members = tuple(MemberPlan(ext=ext, path=real) for ext, real, _ in files)
-        yield SamplePlan(key=key, source=source, members=members)
+        else:
+            yield _plan(f"{rel}{payload}", payload, groups.pop(payload))
+
+
+def _classify(entry: os.DirEntry[str], top: str, ancestors: frozenset[str]) -> Reject | tuple[str, str]:
+    """("dir", real path) or ("file", real path) for an entry to walk or pack, else the reject saying why."""
+    path = entry.path
+    if entry.name.startswith("."):
+        what = "hidden directory (skipped with its contents)" if entry.is_dir() else "hidden file"
+        return Reject(path, what, "hidden")
+    real = path
+    if entry.is_symlink():
+        real = os.path.realpath(path)
+        if not os.path.exists(real):
+            return Reject(path, "broken symlink", "unreadable")
+        if not _inside(real, top):
+            return Reject(path, f"symlink points outside SOURCE, to {real}", "outside")
+    try:
+        # scandir already knows the type of plain entries; only links need a stat of their target.
+        if real is path:
+            mode = stat.S_IFDIR if entry.is_dir(follow_symlinks=False) else (
+                stat.S_IFREG if entry.is_file(follow_symlinks=False) else os.stat(path).st_mode
+            )
+        else:
+            mode = os.stat(real).st_mode
+    except OSError as exc:
+        return Reject(path, f"cannot stat: {exc.strerror or exc}", "unreadable")
+    if stat.S_ISDIR(mode):
+        if real in ancestors:
+            return Reject(path, "symlink loop: points at one of its own parent directories", "loop")
+        return "dir", real
+    if not stat.S_ISREG(mode):
+        return Reject(path, "not a regular file", "unreadable")
+    dot = entry.name.find(".")
+    if dot <= 0 or dot == len(entry.name) - 1:
+        return Reject(path, "file has no extension, so it cannot be a sample member", "no-extension")
+    return "file", real
+
+
+def _plan(key: str, key_name: str, files: list[tuple[str, str, str]]) -> SamplePlan | Reject:
+    """The sample of one key's files (extension, real path, path shown), or why it cannot be one."""
+    source = os.path.join(os.path.dirname(files[0][2]), key_name)
+    seen: dict[str, str] = {}
+    for ext, _real, shown in files:
+        if ext in seen:
+            clash = f"two files map to member {key}.{ext}: {seen[ext]} and {shown}"
+            return Reject(source, clash, "member-clash")
+        seen[ext] = shown
+    try:
+        check_key(key)
+    except KeyRuleError as exc:
+        return Reject(source, str(exc), "bad-key")
+    members = tuple(MemberPlan(ext=ext, path=real) for ext, real, _ in files)
+    return SamplePlan(key=key, source=source, members=members)
