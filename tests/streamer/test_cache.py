@@ -300,3 +300,24 @@ def test_lru_matches_a_model(sizes, ops, limit):
                 total -= model.pop(old)
             assert {u for u in urls if cache.contains(u)} == set(model)
             assert cache.total_bytes() == total <= max(limit, sizes[op])
+
+
+def test_an_object_found_missing_is_remembered_so_no_server_is_asked_again(tmp_path):
+    """An optional sidecar that is not there costs one request per cache, not one per epoch."""
+    from streamer.openers import OpenOptions, read_small
+    from tests.servers import FaultServer
+
+    served = tmp_path / "served"
+    served.mkdir()
+    (served / "here.offsets").write_bytes(b"\0" * 16)
+    options = OpenOptions(cache_dir=str(tmp_path / "cache"))
+    cache = options.cache()
+    with FaultServer(served) as server:
+        missing, present = f"{server.url}/gone.offsets", f"{server.url}/here.offsets"
+        assert not cache.absent(missing)
+        assert read_small(missing, options) is None and cache.absent(missing)
+        assert read_small(present, options) == b"\0" * 16 and not cache.absent(present)
+        asked = server.request_count
+        assert read_small(missing, options) is None and read_small(present, options) == b"\0" * 16
+        assert server.request_count == asked == 2  # the second round came from the cache alone
+    assert cache.total_bytes() == 16  # the absence marker holds no bytes

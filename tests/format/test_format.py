@@ -126,12 +126,31 @@ def test_index_rejects_other_files_and_versions(tmp_path):
 def test_errors_survive_pickling_across_processes():
     import pickle
 
-    from shardstream.errors import MediaError, RejectedInput
+    from shardstream.errors import DecodeError, MediaError, MissingMemberError, RejectedInput
 
     for error in (
         RejectedInput("a.jsonl:record 3", "missing file"),
         MediaError("x.jpg", "image does not decode"),
         ShardReadError("truncated", url="http://h/s.tar", member="k.jpg", offset=1536),
+        DecodeError("does not decode: broken data stream", url="http://h/s.tar", member="k.jpg", offset=512),
+        MissingMemberError("sample has no member 'cls'", url="/d/s.tar", member="k.cls"),
     ):
         copy = pickle.loads(pickle.dumps(error))
         assert type(copy) is type(error) and str(copy) == str(error)
+        for field in ("url", "member", "offset", "source", "reason"):
+            assert getattr(copy, field, None) == getattr(error, field, None)
+
+
+def test_stream_errors_say_where_and_keep_their_kinds_apart():
+    from shardstream.errors import DecodeError, MissingMemberError, StreamError
+
+    missing = MissingMemberError("sample has no member 'cls'", url="/d/s.tar", member="k.cls")
+    assert isinstance(missing, KeyError)
+    assert str(missing) == "/d/s.tar member 'k.cls': sample has no member 'cls'"  # not quoted like a KeyError
+    decode = DecodeError("does not decode: truncated", url="/d/s.tar", member="k.jpg")
+    assert not isinstance(decode, ShardReadError) and isinstance(decode, StreamError)
+    located = decode.located(4096)
+    assert type(located) is DecodeError and located.offset == 4096 and str(located).endswith(
+        "member 'k.jpg' at byte 4096: does not decode: truncated"
+    )
+    assert located.located(1) is located  # a known offset is kept

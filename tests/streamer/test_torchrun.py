@@ -53,7 +53,7 @@ def test_the_ddp_example_runs(tmp_path):
 
     raw = make_jpegs(tmp_path / "raw", 60, size=(32, 32))
     pack(raw, tmp_path / "shards", PackOptions(max_count=7))
-    example = Path(__file__).resolve().parents[1] / "examples" / "train_ddp.py"
+    example = Path(__file__).resolve().parents[2] / "examples" / "train_ddp.py"
     command = [
         sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", "2",
         "--master-addr", "127.0.0.1", "--master-port", str(_free_port()), str(example),

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from shardstream.cli import app
 
 runner = CliRunner()
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_help_lists_commands_and_teaches():

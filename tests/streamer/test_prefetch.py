@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import threading
 import time
@@ -135,3 +136,43 @@ def _bounded(call, seconds=10.0):
     thread.join(seconds)
     assert not thread.is_alive(), "hung instead of raising"
     return outcome[0] if outcome else None
+
+
+class ReadOnly(io.RawIOBase):
+    """A stream that implements read() alone: RawIOBase's readinto would only raise."""
+
+    def __init__(self, data: bytes) -> None:
+        super().__init__()
+        self.data, self.pos = data, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1) -> bytes:
+        size = len(self.data) - self.pos if size is None or size < 0 else size
+        chunk = self.data[self.pos : self.pos + size]
+        self.pos += len(chunk)
+        return chunk
+
+
+def test_a_stream_with_only_read_works_through_the_window_and_the_read_ahead():
+    """One read rule for both: the tar reader's window and the read-ahead read such a stream alike."""
+    import tarfile
+
+    from shardstream.format.tarread import iter_samples
+
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.USTAR_FORMAT) as tar:
+        for i in range(40):
+            info = tarfile.TarInfo(f"{i:03d}.bin")
+            info.size = 70_000 + i
+            tar.addfile(info, io.BytesIO(bytes([i]) * info.size))
+    data = buffer.getvalue()
+    direct = [(s["__key__"], s["bin"]) for s in iter_samples(ReadOnly(data), url="u")]
+    ahead = ReadAhead(lambda: (None, ReadOnly(data)), max_bytes=2 * MIB)
+    through_thread: list = []
+    pairs = ((s["__key__"], s["bin"]) for s in iter_samples(ahead, url="u"))
+    error = _bounded(lambda: through_thread.extend(pairs))
+    ahead.close()
+    assert error is None
+    assert direct == through_thread and len(direct) == 40 and direct[7] == ("007", bytes([7]) * 70_007)
