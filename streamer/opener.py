@@ -8,7 +8,7 @@ background thread while one is consumed. Members not in ``fields`` are dropped h
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO
 
 from shardstream.errors import ShardReadError
@@ -120,7 +120,7 @@ class ShardOpener:
                 return
             self._prefetcher.schedule(ahead, self._opener_for(segment))
 
-    def _opener_for(self, segment: Segment) -> Any:
+    def _opener_for(self, segment: Segment) -> Callable[[], tuple[Any, BinaryIO]]:
         def open_segment() -> tuple[Any, BinaryIO]:
             offsets = self._load_offsets(segment.shard)
             return offsets, self._open(segment.shard, segment.start, offsets)
