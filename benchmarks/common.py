@@ -70,7 +70,9 @@ def machine_facts() -> dict[str, Any]:
     git = ["git", "-C", str(REPO)]
     commit = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout
     dirty = subprocess.run(
-        [*git, "status", "--porcelain", "--", "packer", "streamer"], capture_output=True, text=True
+        [*git, "status", "--porcelain", "--", "shardstream", "packer", "streamer"],
+        capture_output=True,
+        text=True,
     ).stdout.strip()
     return {
         "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),

@@ -30,7 +30,7 @@ def make_shards(root: Path, shards: int, shard_mb: int, member_kb: int = 256, jp
 
     raw = root / "raw"
     if jpegs:  # ~12 kB 256x256 JPEGs: the decode-bound case training actually runs
-        from packer.synth import make_jpegs
+        from shardstream.demo.synth import make_jpegs
 
         make_jpegs(raw, shards * shard_mb * 1000 // 12)
     else:

@@ -177,7 +177,7 @@ def last_json(text: str) -> dict[str, Any]:
 
 def ours_cmd(src: Path, out: Path, workers: int, extra: tuple[str, ...] = ()) -> list[str]:
     return [
-        sys.executable, "-m", "streamer.cli", "pack", str(src), str(out),
+        sys.executable, "-m", "shardstream.cli", "pack", str(src), str(out),
         "--max-size", MAX_SIZE, "--workers", str(workers), "--quiet", "--json", *extra,
     ]  # fmt: skip
 
@@ -280,8 +280,8 @@ def best(runs: list[Run]) -> Run:
 # Data.
 # ---------------------------------------------------------------------------------------------------------
 def make_raw_folder(root: Path, samples: int, side: int, log: Any) -> Path:
-    """``samples`` JPEGs from packer.synth.make_jpegs, each with its .cls and a small .json (3 files each)."""
-    from packer.synth import make_jpegs
+    """``samples`` JPEGs from ``make_jpegs`` (shardstream.demo), each with a .cls and a small .json."""
+    from shardstream.demo.synth import make_jpegs
 
     params = {"samples": samples, "side": side, "members": ["jpg", "cls", "json"], "seed": 0}
     data = root / "data"
@@ -316,7 +316,7 @@ _WORDS = (
 
 def make_manifests(root: Path, sizes: list[int], log: Any) -> dict[int, Path]:
     """JSONL manifests of identical record shape pointing at a pool of ~100 tiny real JPEGs."""
-    from packer.synth import make_jpegs
+    from shardstream.demo.synth import make_jpegs
 
     params = {"sizes": sizes, "pool": POOL_FILES, "shape": "id+image+caption"}
     paths = {n: root / f"manifest-{n}.jsonl" for n in sizes}
@@ -346,7 +346,7 @@ def bench_rss(work: Path, small: int, large: int, repeats: int, log: Any) -> dic
     check_disk(work, large * 3000)
     out = work / "out"
     log(f"[rss] {small:,} vs {large:,} records, {repeats} round(s)")
-    base = [sys.executable, "-c", "import streamer.cli"]  # the interpreter plus our CLI's imports
+    base = [sys.executable, "-c", "import shardstream.cli"]  # the interpreter plus our CLI's imports
     _, base_rss, _, base_err = spawn([TIME_BIN, "-v", *base] if os.access(TIME_BIN, os.X_OK) else base)
     match = re.search(r"Maximum resident set size \(kbytes\): (\d+)", base_err)
     base_rss = int(match.group(1)) if match else base_rss
@@ -554,7 +554,7 @@ def to_markdown(result: dict[str, Any]) -> str:
                 ],
             ),
             "",
-            f"Ratio {r['rss_ratio']}x, delta {r['rss_delta_mib']} MiB; `import streamer.cli` alone peaks "
+            f"Ratio {r['rss_ratio']}x, delta {r['rss_delta_mib']} MiB; `import shardstream.cli` alone peaks "
             f"at {r['import_only_peak_rss_mib']} MiB. Target: {r['target']}: {verdict(r['target_met'])}.",
         ]
     for key, title in (

@@ -40,8 +40,8 @@ from typing import Any
 from common import machine_facts, marker_matches, spawn, table, verdict, version, write_marker
 
 REPO = Path(__file__).resolve().parent.parent
-# Where children import packer/ and streamer/ from: a copy taken when the run starts (snapshot_sources), so
-# edits landing in the working tree mid-run cannot mix two versions into one set of ratios.
+# Where children import shardstream/, packer/ and streamer/ from: a copy taken when the run starts
+# (snapshot_sources), so edits landing mid-run cannot mix two versions into one set of ratios.
 SRC = REPO
 RESULTS = REPO / "benchmarks" / "results"
 MB = 10**6
@@ -139,7 +139,7 @@ def count_samples(spec: dict[str, Any]) -> int:
 
 
 def jpeg_bytes(shards: list[str]) -> list[bytes]:
-    from packer.format.tarread import iter_samples
+    from shardstream.format.tarread import iter_samples
 
     out = []
     for path in shards:
@@ -393,7 +393,7 @@ class Packed:
 
 
 def _packed(out: Path) -> Packed:
-    from packer.format import INDEX_NAME, DatasetIndex
+    from shardstream.format import INDEX_NAME, DatasetIndex
 
     index = DatasetIndex.load(out / INDEX_NAME)
     shards = [str(out / entry.name) for entry in index.shards]
@@ -425,9 +425,9 @@ def make_tiny(root: Path, samples: int, log: Any) -> Packed:
 
 
 def make_jpeg(root: Path, samples: int, side: int, log: Any) -> Packed:
-    """``samples`` synthetic JPEGs (``packer.synth.make_jpegs``) with a .cls each, packed into 10 shards."""
+    """``samples`` synthetic JPEGs (``make_jpegs``) with a .cls each, packed into 10 shards."""
     from packer import PackOptions, pack
-    from packer.synth import make_jpegs
+    from shardstream.demo.synth import make_jpegs
 
     params = {"samples": samples, "side": side, "shards": 10, "kind": "jpeg", "seed": 0, "v": 1}
     out = root / "packed"
@@ -793,21 +793,22 @@ def machine_info() -> dict[str, Any]:
 
 
 def source_fingerprint(root: Path = REPO) -> str:
-    """sha256 (first 12 hex digits) of packer/ and streamer/ sources: the code measured, committed or not."""
+    """sha256 (first 12 hex digits) of the shardstream/, packer/ and streamer/ sources: the code measured."""
     import hashlib
 
     digest = hashlib.sha256()
-    sources = [*root.glob("packer/**/*.py"), *root.glob("packer/**/*.c"), *root.glob("streamer/**/*.py")]
+    sources = [*root.glob("shardstream/**/*.py"), *root.glob("shardstream/**/*.c")]
+    sources += [*root.glob("packer/**/*.py"), *root.glob("streamer/**/*.py")]
     for path in sorted(sources):
         digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()[:12]
 
 
 def snapshot_sources(dest: Path) -> Path:
-    """Copy packer/ and streamer/ as they are now; every child imports them from here."""
+    """Copy shardstream/, packer/ and streamer/ as they are now; every child imports them from here."""
     shutil.rmtree(dest, ignore_errors=True)
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    for package in ("packer", "streamer"):
+    for package in ("shardstream", "packer", "streamer"):
         shutil.copytree(REPO / package, dest / package, ignore=ignore)
     return dest
 
