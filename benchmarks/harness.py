@@ -34,18 +34,15 @@ TIME_BIN = "/usr/bin/time"  # GNU time: `time -v` reports a child's peak RSS
 MIN_FREE_BYTES = 8 * 10**9  # what check_disk leaves free beyond a benchmark's own needs
 
 # ---------------------------------------------------------------------------------------------------------
-# Every project module the benchmarks import or run, in one place. When the core (format, errors, CLI, demo
-# corpus) moves into shardstream/, only this block changes: SOURCE_PACKAGES gains "shardstream", CLI_MODULE
-# becomes "shardstream.cli", make_jpegs comes from "shardstream.demo.synth", iter_samples from
-# "shardstream.format.tarread", INDEX_NAME and DatasetIndex from "shardstream.format".
+# Every project module the benchmarks import or run, in one place: a module that moves changes one line.
 # ---------------------------------------------------------------------------------------------------------
-SOURCE_PACKAGES = ("packer", "streamer")  # snapshotted for children, fingerprinted, checked for edits
-CLI_MODULE = "streamer.cli"  # run as `python3 -m CLI_MODULE pack ...`
+SOURCE_PACKAGES = ("shardstream", "packer", "streamer")  # snapshotted for children, fingerprinted, checked
+CLI_MODULE = "shardstream.cli"  # run as `python3 -m CLI_MODULE pack ...`
 IMPORTED_FROM = {  # every project name the benchmarks use -> the module it is imported from
-    "make_jpegs": "packer.synth",
-    "iter_samples": "packer.format.tarread",
-    "INDEX_NAME": "packer.format",
-    "DatasetIndex": "packer.format",
+    "make_jpegs": "shardstream.demo.synth",
+    "iter_samples": "shardstream.format.tarread",
+    "INDEX_NAME": "shardstream.format",
+    "DatasetIndex": "shardstream.format",
     "pack": "packer",
     "PackOptions": "packer",
     "ShardDataset": "streamer",
