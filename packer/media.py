@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-import importlib
 import io
 import struct
 import warnings
@@ -24,6 +23,7 @@ from PIL import Image, ImageOps, UnidentifiedImageError
 
 from shardstream.checks import is_positive_int, positive_int_or_none
 from shardstream.errors import MediaError, PackError, short_reason
+from shardstream.extras import require
 from shardstream.mediatypes import AUDIO_EXTENSIONS, IMAGE_EXTENSIONS, VIDEO_EXTENSIONS
 
 # option value -> (Pillow format name, extension written)
@@ -202,7 +202,7 @@ def _process_audio(ext: str, data: bytes, options: MediaOptions, source: str) ->
 
 
 def _decode_audio(data: bytes, source: str) -> tuple[Any, int]:
-    decoders = _torchcodec("decoders", "audio processing", "audio")
+    decoders = require("torchcodec.decoders", "audio processing", "audio", PackError)
     try:
         decoded = decoders.AudioDecoder(data).get_all_samples()
     except Exception as exc:
@@ -230,12 +230,7 @@ def _wav_missing_bytes(data: bytes) -> int:
 
 
 def _resample(samples: Any, rate: int, out_rate: int) -> Any:
-    try:
-        import torchaudio.functional as audio_functional
-    except (ImportError, OSError, RuntimeError) as exc:
-        raise PackError(
-            f"audio resampling needs torchaudio: pip install 'shardstream[audio]' ({exc})"
-        ) from exc
+    audio_functional = require("torchaudio.functional", "audio resampling", "audio", PackError)
     return audio_functional.resample(samples, rate, out_rate)
 
 
@@ -252,7 +247,7 @@ def _encode_wav(pcm: np.ndarray, rate: int) -> bytes:
 def _encode_flac(pcm: np.ndarray, rate: int) -> bytes:
     import torch
 
-    encoders = _torchcodec("encoders", "audio processing", "audio")
+    encoders = require("torchcodec.encoders", "audio processing", "audio", PackError)
     # torchcodec always writes FLAC from s32; samples on the 16-bit grid leave the low bits zero, which
     # FFmpeg's encoder strips ("wasted bits"), so real audio costs about what a 16-bit FLAC would.
     samples = torch.from_numpy(pcm.astype(np.float32) / 32768.0)
@@ -260,7 +255,7 @@ def _encode_flac(pcm: np.ndarray, rate: int) -> bytes:
 
 
 def _verify_video(data: bytes, source: str) -> None:
-    decoders = _torchcodec("decoders", "video verification", "video")
+    decoders = require("torchcodec.decoders", "video verification", "video", PackError)
     try:
         # "exact" scans every packet up front: it notices a cut-off file and gives a true frame count.
         decoder = decoders.VideoDecoder(data, seek_mode="exact")
@@ -272,9 +267,3 @@ def _verify_video(data: bytes, source: str) -> None:
     except Exception as exc:
         raise MediaError(source, f"video does not decode: {short_reason(exc)}") from exc
 
-
-def _torchcodec(module: str, what: str, extra: str) -> Any:
-    try:
-        return importlib.import_module(f"torchcodec.{module}")
-    except (ImportError, OSError, RuntimeError) as exc:  # OSError/RuntimeError: FFmpeg libraries missing
-        raise PackError(f"{what} needs torchcodec: pip install 'shardstream[{extra}]' ({exc})") from exc

@@ -6,7 +6,6 @@ later. Media decoders take keyword options (size, rate, frames) that ``SampleDec
 
 from __future__ import annotations
 
-import importlib
 import io
 import json
 from collections.abc import Callable
@@ -16,6 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from shardstream.extras import require
 from shardstream.mediatypes import AUDIO_EXTENSIONS, IMAGE_EXTENSIONS, VIDEO_EXTENSIONS
 
 from .image import decode_image
@@ -24,7 +24,7 @@ Decoder = Callable[[bytes], Any]
 
 
 def decode_audio(data: bytes, rate: int | None = None, mono: bool = False) -> tuple[torch.Tensor, int]:
-    decoders = _require("torchcodec.decoders", "audio decoding", "audio")
+    decoders = require("torchcodec.decoders", "audio decoding", "audio")
     decoded = decoders.AudioDecoder(data).get_all_samples()
     samples, sample_rate = decoded.data, int(decoded.sample_rate)
     if mono and samples.shape[0] != 1:
@@ -32,13 +32,13 @@ def decode_audio(data: bytes, rate: int | None = None, mono: bool = False) -> tu
     if rate is not None and rate != sample_rate:
         # torchaudio's resampler, not FFmpeg's: the one the packer's --audio-rate uses, so audio resampled
         # at pack time and at read time match.
-        resampling = _require("torchaudio.functional", "audio resampling", "audio")
+        resampling = require("torchaudio.functional", "audio resampling", "audio")
         samples, sample_rate = resampling.resample(samples, sample_rate, rate), rate
     return samples, sample_rate
 
 
 def decode_video(data: bytes, frames: int | None = None) -> torch.Tensor:
-    decoders = _require("torchcodec.decoders", "video decoding", "video")
+    decoders = require("torchcodec.decoders", "video decoding", "video")
     # "exact" scans the packets once, without decoding, for a true frame count to spread indices over.
     decoder = decoders.VideoDecoder(data, seek_mode="exact")
     count = len(decoder)
@@ -51,13 +51,6 @@ def decode_video(data: bytes, frames: int | None = None) -> torch.Tensor:
     indices = np.linspace(0, count - 1, frames).round().astype(np.int64).tolist()
     return decoder.get_frames_at(indices).data
 
-
-def _require(module: str, what: str, extra: str) -> Any:
-    try:
-        return importlib.import_module(module)
-    except (ImportError, OSError, RuntimeError) as exc:  # OSError/RuntimeError: FFmpeg libraries missing
-        package = module.split(".")[0]
-        raise ImportError(f"{what} needs {package}: pip install 'shardstream[{extra}]' ({exc})") from exc
 
 
 def keep(data: bytes) -> bytes:
