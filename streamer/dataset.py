@@ -23,12 +23,12 @@ from shardstream.sizes import parse_size
 from .httpoptions import HttpOptions
 from .mapper import Mapper
 from .nodes import Node
-from .opener import ShardOpener
 from .openers import OpenOptions, scheme_of
 from .options import Errors, Placement, Reading
 from .placement import ResampledShards, Segments, WholeShards, counted_segments, rank_quota
 from .reader import SampleReader
 from .recovery import Recovery
+from .shardopener import ShardOpener
 from .shards import ShardList
 from .shared import SharedState
 from .shuffle import ShuffleBuffer, buffer_seed

@@ -13,9 +13,9 @@ from typing import Any
 from shardstream.errors import ShardReadError
 
 from .nodes import Item, Node
-from .opener import ShardOpener
 from .placement import Segment, Segments
 from .recovery import Recovery
+from .shardopener import ShardOpener
 
 
 class SampleReader(Node):

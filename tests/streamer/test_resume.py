@@ -13,11 +13,11 @@ import pytest
 
 from streamer.decode import SampleDecoder
 from streamer.mapper import Mapper
-from streamer.opener import ShardOpener
 from streamer.options import Errors
 from streamer.placement import WholeShards, counted_segments
 from streamer.reader import SampleReader
 from streamer.recovery import Recovery
+from streamer.shardopener import ShardOpener
 from streamer.shards import ShardList
 from streamer.shuffle import ShuffleBuffer
 from streamer.standins import StandIns
@@ -108,7 +108,7 @@ def test_restoring_reads_by_offset_not_by_replay(index, monkeypatch):
                                 shuffle=False)  # fmt: skip
     reader = SampleReader(ShardOpener(shards), segments)
     reader.reset({"segment": 2, "done": 55})
-    import streamer.opener as opener_module
+    import streamer.shardopener as opener_module
 
     opened = []
     original = opener_module.open_stream
