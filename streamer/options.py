@@ -12,6 +12,7 @@ from shardstream.checks import one_of
 
 from .openers import OpenOptions
 from .placement import REMAINDERS
+from .shuffle import check_buffer
 
 ON_ERROR = ("raise", "skip", "warn")
 
@@ -69,10 +70,7 @@ class Reading:
     prefetch_bytes: int = 16 << 20
 
     def __post_init__(self) -> None:
-        if self.buffer_size < 1:
-            raise ValueError(f"buffer_size must be >= 1, not {self.buffer_size}")
-        if self.initial is not None and not 1 <= self.initial <= self.buffer_size:
-            raise ValueError(f"initial must be in [1, buffer_size={self.buffer_size}], not {self.initial}")
+        check_buffer(self.buffer_size, self.initial)  # the buffer's own rule, here so errors come at once
         if self.prefetch < 0:
             raise ValueError(f"prefetch must be >= 0, not {self.prefetch}")
         if self.prefetch_bytes < 1:

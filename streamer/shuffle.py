@@ -21,17 +21,23 @@ def buffer_seed(seed: int, epoch: int, rank: int, world: int, worker: int, worke
     return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little")
 
 
-class ShuffleBuffer(Node):
-    """Fill to ``initial`` before the first sample, then grow to ``size`` while handing samples out.
+def check_buffer(size: int, initial: int | None) -> int:
+    """``initial`` resolved (None: ``size``); ValueError unless size >= 1 and initial in [1, size]."""
+    if size < 1:
+        raise ValueError(f"buffer_size must be >= 1, not {size}")
+    if initial is not None and not 1 <= initial <= size:
+        raise ValueError(f"initial must be in [1, buffer_size={size}], not {initial}")
+    return size if initial is None else initial
 
-    ``size`` >= 1 and ``initial`` in [1, size] (None: size), as ShardDataset's options check.
-    """
+
+class ShuffleBuffer(Node):
+    """Fill to ``initial`` before the first sample, then grow to ``size`` while handing samples out."""
 
     def __init__(self, source: Node, *, size: int, initial: int | None, seed: int) -> None:
         super().__init__()
         self.source = source
         self.size = size
-        self.initial = size if initial is None else initial
+        self.initial = check_buffer(size, initial)
         self.seed = seed
         self._buffer: list[Item] = []
         self._rng = random.Random(seed)
