@@ -2,6 +2,10 @@
 
 It lives in shared memory, so ``set_epoch`` reaches persistent workers and errors counted in workers are
 readable from the dataset in the main process. Pickled outside a process start, it becomes a plain copy.
+
+Its lock is made in the spawn context whatever the default is: a fork-context semaphore is unlinked at
+birth and cannot be handed to a spawned or forkserver worker, while a named (spawn) one works under all
+three start methods. The price is the resource tracker process that named semaphores need.
 """
 
 from __future__ import annotations
@@ -12,11 +16,12 @@ from typing import Any
 
 COUNTERS = ("samples_skipped", "samples_repeated", "shards_failed", "decode_errors")
 _EPOCH = 0
+_CONTEXT = multiprocessing.get_context("spawn")  # see the module docstring
 
 
 class SharedState:
     def __init__(self, epoch: int = 0) -> None:
-        self._values = multiprocessing.Array("q", 1 + len(COUNTERS))
+        self._values = _CONTEXT.Array("q", 1 + len(COUNTERS))
         self._values[_EPOCH] = epoch
 
     @property
@@ -43,5 +48,5 @@ class SharedState:
         if "shared" in state:
             self._values = state["shared"]
         else:
-            self._values = multiprocessing.Array("q", len(state["copy"]))
+            self._values = _CONTEXT.Array("q", len(state["copy"]))
             self._values[:] = state["copy"]

@@ -12,6 +12,9 @@ import pytest
 from shardstream.demo.synth import Corpus, make_corpus
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
+# DataLoader worker start methods: fork is Linux's default before Python 3.14, forkserver from 3.14, spawn
+# is macOS's. Tests with workers run under each, since a dataset that pickles badly fails only under two.
+START_METHODS = ("fork", "forkserver", "spawn")
 
 
 @pytest.fixture(scope="session")

@@ -10,7 +10,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from streamer import ShardDataset
-from tests.conftest import SHARED, read_with_webdataset, write_dataset
+from tests.conftest import SHARED, START_METHODS, read_with_webdataset, write_dataset
 
 UNEVEN = [50, 1, 0, 7, 120, 3, 19]
 
@@ -24,21 +24,25 @@ def _keys(batch):
     return [sample["__key__"] for sample in batch]
 
 
-def _run_rank(index, rank, world, workers, *, batch_size=4, epoch=0, **kwargs):
+def _run_rank(index, rank, world, workers, *, batch_size=4, epoch=0, context=None, **kwargs):
     kwargs.setdefault("buffer_size", 16)
     ds = ShardDataset(index, decode=False, rank=rank, world_size=world, **kwargs)
     ds.set_epoch(epoch)
-    loader = DataLoader(ds, batch_size=batch_size, num_workers=workers, collate_fn=_keys)
+    loader = DataLoader(ds, batch_size=batch_size, num_workers=workers, collate_fn=_keys,
+                        multiprocessing_context=context if workers else None)  # fmt: skip
     batches = list(loader)
     return batches, len(ds)
 
 
-@pytest.mark.parametrize(("world", "workers"), [(1, 0), (1, 2), (3, 2), (2, 3)])
-def test_every_sample_once_and_equal_batches_per_rank(uneven, world, workers):
+@pytest.mark.parametrize(
+    ("world", "workers", "context"),
+    [(1, 0, None), (1, 2, "fork"), (3, 2, "fork"), (2, 3, "fork"), (2, 2, "forkserver"), (2, 2, "spawn")],
+)
+def test_every_sample_once_and_equal_batches_per_rank(uneven, world, workers, context):
     seen = Counter()
     batch_counts = set()
     for rank in range(world):
-        batches, expected = _run_rank(uneven, rank, world, workers)
+        batches, expected = _run_rank(uneven, rank, world, workers, context=context)
         keys = [k for batch in batches for k in batch]
         assert len(keys) == expected
         seen.update(keys)
@@ -64,9 +68,11 @@ def test_stream_is_a_pure_function_of_seed_epoch_world_workers(uneven):
     assert a == b and a != c
 
 
-def test_set_epoch_reaches_persistent_workers(uneven):
+@pytest.mark.parametrize("context", START_METHODS)
+def test_set_epoch_reaches_persistent_workers(uneven, context):
     ds = ShardDataset(uneven, decode=False, buffer_size=8)
-    loader = DataLoader(ds, batch_size=8, num_workers=2, persistent_workers=True, collate_fn=_keys)
+    loader = DataLoader(ds, batch_size=8, num_workers=2, persistent_workers=True, collate_fn=_keys,
+                        multiprocessing_context=context)  # fmt: skip
     epoch0 = list(loader)
     ds.set_epoch(1)
     epoch1 = list(loader)

@@ -11,7 +11,7 @@ from torch.utils.data import DataLoader
 from shardstream.errors import ShardReadError
 from shardstream.format import decode_offsets
 from streamer import ShardDataset
-from tests.conftest import write_dataset
+from tests.conftest import START_METHODS, write_dataset
 
 COUNTS = [10, 12, 9, 11, 8]
 
@@ -35,11 +35,12 @@ def damaged(tmp_path):
     return index, good, bad, offsets[4]
 
 
-@pytest.mark.parametrize("workers", [0, 2])
-def test_skip_yields_every_good_sample_and_counts_the_bad(damaged, workers):
+@pytest.mark.parametrize(("workers", "context"), [(0, None), *((2, method) for method in START_METHODS)])
+def test_skip_yields_every_good_sample_and_counts_the_bad(damaged, workers, context):
+    """The counts are summed across workers, whichever way the workers were started."""
     index, good, bad, _ = damaged
     ds = ShardDataset(index, decode=False, on_error="skip", buffer_size=4, keep_length=False)
-    loader = DataLoader(ds, batch_size=None, num_workers=workers)
+    loader = DataLoader(ds, batch_size=None, num_workers=workers, multiprocessing_context=context)
     keys = [s["__key__"] for s in loader]
     assert len(keys) == len(set(keys)) and set(keys) == good
     assert ds.errors["samples_skipped"] == len(bad)
@@ -90,9 +91,11 @@ def test_raise_on_truncation_names_the_member(tmp_path):
         list(ShardDataset(index, decode=False, shuffle=False))
 
 
-def test_a_worker_error_reaches_the_main_process(damaged):
+@pytest.mark.parametrize("context", START_METHODS)
+def test_a_worker_error_reaches_the_main_process(damaged, context):
     index, _, _, _ = damaged
-    loader = DataLoader(ShardDataset(index, decode=False, shuffle=False), batch_size=None, num_workers=2)
+    loader = DataLoader(ShardDataset(index, decode=False, shuffle=False), batch_size=None, num_workers=2,
+                        multiprocessing_context=context)  # fmt: skip
     with pytest.raises(ShardReadError, match=r"Caught ShardReadError(.|\n)*train-00000[123]\.tar"):
         list(loader)
 

@@ -27,10 +27,13 @@ def main() -> None:
     parser.add_argument("--stop-after", type=int, default=None)
     parser.add_argument("--save", default=None)
     parser.add_argument("--resume", default=None)
+    parser.add_argument("--context", default=None, help="DataLoader worker start method")
     args = parser.parse_args()
     ds = ShardDataset(args.index, decode=False, buffer_size=32, seed=17, rank=1, world_size=2)
     ds.set_epoch(args.epoch)
-    loader = StatefulDataLoader(ds, batch_size=5, num_workers=args.workers, collate_fn=_keys)
+    context = args.context if args.workers else None
+    loader = StatefulDataLoader(ds, batch_size=5, num_workers=args.workers, collate_fn=_keys,
+                                multiprocessing_context=context)  # fmt: skip
     if args.resume:
         loader.load_state_dict(torch.load(args.resume, weights_only=False))
     out = []
