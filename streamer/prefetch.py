@@ -4,6 +4,11 @@ While one shard is consumed, the next one or two are opened and their first ``ma
 connection set-up and network latency overlap with compute. Once a shard's turn comes, the reader drains
 what was fetched ahead and then reads the stream itself: bytes read ahead cost one more copy and a
 thread hand-off each, which on a fast link made prefetching slower than reading inline.
+
+A thread lives only while it reads: once the budget is fetched (or the reader has started) it parks the
+stream for the reader and ends, rather than wait on a full queue. So an iterator abandoned mid-epoch, or a
+main process that peeked at a sample before its DataLoader forks workers, keeps no thread of ours alive
+(forking a multi-threaded process can deadlock the child; Python 3.12+ warns of it).
 """
 
 from __future__ import annotations
@@ -28,8 +33,10 @@ class ReadAhead(io.RawIOBase):
 
     def __init__(self, open_stream: Callable[[], tuple[Any, BinaryIO]], *, max_bytes: int) -> None:
         super().__init__()
-        self._filled: queue.Queue[Any] = queue.Queue(maxsize=max(1, max_bytes // CHUNKS.size))
+        self._budget = max(1, max_bytes // CHUNKS.size)  # chunks read ahead before the thread parks
+        self._filled: queue.Queue[Any] = queue.Queue()  # never full: the budget bounds it, so puts never wait
         self._stop = threading.Event()
+        self._closing = threading.Lock()  # no put lands after close() has drained the queue
         self._started = threading.Event()  # the reader has begun: read ahead no further
         self._current: memoryview | None = None  # the chunk being handed out, and how far
         self._start = self._end = 0
@@ -43,13 +50,11 @@ class ReadAhead(io.RawIOBase):
         self._thread.start()
 
     def _put(self, item: Any) -> bool:
-        while not self._stop.is_set():
-            try:
-                self._filled.put(item, timeout=0.1)
-                return True
-            except queue.Full:
-                continue
-        return False
+        with self._closing:
+            if self._stop.is_set():
+                return False
+            self._filled.put(item)
+            return True
 
     def _fill(self, open_stream: Callable[[], tuple[Any, BinaryIO]]) -> None:
         try:
@@ -62,8 +67,10 @@ class ReadAhead(io.RawIOBase):
         self._ready.set()
         handed_over = False
         try:
-            while not self._stop.is_set():
-                if self._started.is_set():
+            for chunk in range(self._budget + 1):
+                if self._stop.is_set():
+                    return
+                if self._started.is_set() or chunk == self._budget:
                     handed_over = self._put((_HANDOVER, stream))
                     return
                 buffer = CHUNKS.take()
@@ -124,8 +131,9 @@ class ReadAhead(io.RawIOBase):
         return count
 
     def close(self) -> None:
-        self._stop.set()
-        while True:  # unblock a producer waiting on a full queue, and close a stream handed over late
+        with self._closing:
+            self._stop.set()
+        while True:  # give back the chunks read ahead, and close a stream handed over unread
             try:
                 item = self._filled.get_nowait()
             except queue.Empty:

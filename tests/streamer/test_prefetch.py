@@ -53,9 +53,9 @@ def test_reads_ahead_at_most_its_budget_then_the_reader_takes_the_stream_over(sh
     stream = Recording(shard)
     ahead = ReadAhead(lambda: ("extra", stream), max_bytes=3 * MIB)
     assert ahead.wait_opened() == "extra"
-    _wait_until(lambda: ahead._filled.full())
-    time.sleep(0.1)  # a thread that ignored the budget would read on now
-    assert stream.read_bytes <= 4 * MIB  # three queued chunks and the one it waits to queue
+    # With the budget fetched, the thread parks the stream for the reader and ends: it waits on nothing.
+    _wait_until(lambda: not ahead._thread.is_alive())
+    assert stream.read_bytes == 3 * MIB
     got = ahead.read()
     assert got == shard.read_bytes()
     assert threading.get_ident() in stream.threads  # after the hand-over the reader read the file itself
