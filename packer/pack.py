@@ -107,6 +107,12 @@ class _Packer:
                     f"{path}: the journal lists this shard as done ({entry.size} bytes) but it is missing "
                     "or changed; start over with --overwrite"
                 )
+        rejects, kept = self.outdir / REJECTS_NAME, self.progress.rejects_bytes
+        if kept and (not rejects.exists() or rejects.stat().st_size < kept):
+            raise PackError(
+                f"{rejects}: the journal counts {kept} bytes of rejects reported but the file is missing or "
+                "shorter; start over with --overwrite"
+            )
 
     # -- the loop --------------------------------------------------------------------------------------
     def run(self, rejects: RejectsReport) -> None:

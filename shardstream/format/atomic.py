@@ -20,9 +20,13 @@ def fsync_dir(directory: Path) -> None:
 
 def write_atomic(final: Path, data: bytes) -> None:
     tmp = temp_path(final)
-    with open(tmp, "wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, final)
+    try:
+        with open(tmp, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, final)
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # a failed write (disk full, Ctrl-C) leaves the old file and no litter
+        raise
     fsync_dir(final.parent)

@@ -66,10 +66,16 @@ def test_brace_pattern_lists_and_products_match_bash_order():
     assert BracePattern("z{00..100}")[0] == "z000"
 
 
-@given(st.integers(1, 10**7), st.integers(3, 8))
-def test_shard_pattern_expands_to_count(count, digits):
-    if count > 10**digits:
-        return
+@st.composite
+def _counts_and_digits(draw):
+    """Only valid pairs (count <= 10**digits), so no example is drawn to be thrown away."""
+    digits = draw(st.integers(3, 8))
+    return draw(st.integers(1, min(10**7, 10**digits))), digits
+
+
+@given(_counts_and_digits())
+def test_shard_pattern_expands_to_count(case):
+    count, digits = case
     pattern = BracePattern(shard_pattern("train", count, digits))
     assert len(pattern) == count
     assert pattern[count - 1] == f"train-{count - 1:0{digits}d}.tar"
