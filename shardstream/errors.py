@@ -33,12 +33,24 @@ __all__ = [
     "ShardReadError",
     "ShardstreamError",
     "StreamError",
+    "redact_url",
     "short_reason",
 ]
 
+# scheme://user:password@ (or user@) in any text: errors name URLs, and must not show who logs in.
+_USERINFO = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://)[^/?#\s]*@")  # to the last @: a password may hold one
+
+
+def redact_url(text: str) -> str:
+    """``text`` (a URL, or a message naming URLs) with every URL's user:password@ cut out."""
+    return _USERINFO.sub(r"\1", text) if "@" in text else text
+
 
 class ShardstreamError(Exception):
-    """Base of every shardstream error."""
+    """Base of every shardstream error. Its message never shows a URL's user:password."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*(redact_url(a) if isinstance(a, str) else a for a in args))
 
 
 class FormatError(ShardstreamError):
@@ -76,6 +88,7 @@ class StreamError(ShardstreamError):
     def __init__(
         self, message: str, *, url: str = "", member: str | None = None, offset: int | None = None
     ) -> None:
+        url = redact_url(url)
         where = url
         if member is not None:
             where += f" member {member!r}"

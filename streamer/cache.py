@@ -23,6 +23,8 @@ from urllib.parse import urlparse
 from shardstream.errors import ShardNotFoundError, ShardReadError
 from shardstream.format.atomic import fsync_dir
 
+from .httpoptions import redact
+
 __all__ = ["STALE_TEMP_AGE", "ShardCache"]
 
 Fetch = Callable[[BinaryIO], None]
@@ -108,6 +110,7 @@ class ShardCache:
         return self._evict(keep=None)
 
     def _fetch(self, url: str, path: Path, fetch: Fetch, sha256: str | None, size: int | None) -> BinaryIO:
+        url = redact(url)  # only shown from here on (errors, the warning): never with user:password
         try:
             fd, name = tempfile.mkstemp(
                 dir=self.cache_dir, prefix=f".{path.name}.{os.getpid()}.", suffix=_TEMP_SUFFIX

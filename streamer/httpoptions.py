@@ -10,23 +10,18 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import urllib3
+
+from shardstream.errors import redact_url
 
 HEADERS_ENV = "SHARDSTREAM_HTTP_HEADERS"
 _pools: dict[tuple[Any, ...], urllib3.PoolManager] = {}
 
 
 def redact(url: str) -> str:
-    """The URL as errors show it: without user:password."""
-    parts = urlsplit(url)
-    if parts.username is None and parts.password is None:
-        return url
-    host = parts.hostname or ""
-    if parts.port:
-        host += f":{parts.port}"
-    return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
+    """The URL as errors show it: without user:password (the core's one rule, ``redact_url``)."""
+    return redact_url(url)
 
 
 @dataclass(frozen=True)
@@ -38,7 +33,8 @@ class HttpOptions:
     retries: int = 5  # consecutive failed attempts without progress before giving up
     backoff: float = 0.5  # first wait; doubles each attempt, with jitter, capped at max_backoff
     max_backoff: float = 15.0
-    headers: Mapping[str, str] = field(default_factory=dict)
+    # Not in repr: options printed or logged (an OpenOptions, a config dump) must not show tokens.
+    headers: Mapping[str, str] = field(default_factory=dict, repr=False)
     ca_bundle: str | None = None  # a PEM file of trusted CAs (e.g. a self-signed server's)
     verify: bool = True
     max_redirects: int = 10

@@ -125,7 +125,7 @@ def _skip(stream: BinaryIO, count: int, url: str) -> None:
     while count > 0:
         chunk = stream.read(min(count, _BUFFER))
         if not chunk:
-            raise ShardReadError(f"stream ended before byte {count}", url=url)
+            raise ShardReadError(f"stream ended before byte {count}", url=redact(url))  # no user:password
         count -= len(chunk)
 
 

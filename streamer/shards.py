@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from shardstream.errors import FormatError
+from shardstream.errors import FormatError, redact_url
 from shardstream.format import INDEX_NAME, BracePattern, DatasetIndex, offsets_name
 
 from .openers import OpenOptions, join_url, read_small
@@ -91,7 +91,7 @@ class ShardList:
                 text = os.path.join(text, INDEX_NAME)
             if text.endswith(".json"):
                 return cls._from_index(text, options)
-            return cls(BracePattern(text), None, text)
+            return cls(BracePattern(text), None, redact_url(text))
         if isinstance(source, Sequence) and all(isinstance(s, (str, os.PathLike)) for s in source):
             parts = [BracePattern(os.fspath(s)) for s in source]
             return cls(_Concat(parts), None, f"{len(parts)} patterns")
@@ -112,4 +112,4 @@ class ShardList:
         counts = np.fromiter((e.samples for e in index.shards), dtype=np.int64, count=len(index.shards))
         raw = b"".join(bytes.fromhex(e.sha256) for e in index.shards)
         digests = np.frombuffer(raw, dtype=np.uint8).reshape(len(index.shards), 32)
-        return cls(_Joined(url, names), counts, url, digests)
+        return cls(_Joined(url, names), counts, redact_url(url), digests)

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ..errors import ShardstreamError
+from ..errors import ShardstreamError, redact_url
 from .common import JsonFlag, echo_json, fail
 
 Source = Annotated[str, typer.Argument(help="An index (path, folder or URL), or a brace pattern.")]
@@ -42,7 +42,7 @@ def stream_command(
     except (ShardstreamError, ValueError) as exc:
         raise fail(str(exc)) from exc
     summary = {
-        "source": source,
+        "source": redact_url(source),
         "samples": count,
         "seconds": round(seconds, 3),
         "samples_per_s": round(count / seconds, 1) if seconds else None,
