@@ -20,7 +20,8 @@ def free_port() -> int:
 class Request:
     """One request as a server saw it. ``range`` is the Range header or None; ``bytes_sent`` counts body
     bytes; ``fault`` names the fault applied (``drop``, ``stall``, ``truncate``, ``status``, ``forbid``,
-    ``redirect``) or is None. ``headers`` (FaultServer only) holds the request headers, lower-cased names."""
+    ``redirect``, ``unauthorized``) or is None. ``headers`` (FaultServer only) holds the request headers,
+    lower-cased names."""
 
     method: str
     path: str

@@ -7,6 +7,7 @@ import random
 import socket
 import threading
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
 
 from tests.servers.common import HOST, LocalServer, Request
@@ -152,7 +153,7 @@ class FaultServer(LocalServer):
 
     def _handle(self, h: FaultHandler, *, head: bool) -> None:
         entry, query = request_entry(h, head=head)
-        early, file, version, matched = self._route(entry.path, query)
+        early, file, version, matched = self._route(entry.path, query, h.headers)
         if early is not None:
             return self._simple(h, entry, early[0], early[1], head, early[2])
         try:
@@ -165,7 +166,10 @@ class FaultServer(LocalServer):
         code = conditional_status(h.headers, etag, mtime)
         if code is not None:
             return self._simple(h, entry, code, None, head or code == 304, headers)
-        wanted = wanted_range(h.headers, size, etag, last_modified)
+        asked: Mapping[str, str] = h.headers
+        if self._faults.ignore_if_range:  # as a server that does not implement If-Range
+            asked = {"Range": h.headers["Range"]} if h.headers.get("Range") else {}
+        wanted = wanted_range(asked, size, etag, last_modified)
         if wanted == "unsatisfiable":
             return self._simple(h, entry, 416, None, head, {**headers, "Content-Range": f"bytes */{size}"})
         start, end = wanted if wanted is not None else (0, size)
@@ -186,7 +190,9 @@ class FaultServer(LocalServer):
             self._end_faulty(h, entry, faults)
         return None
 
-    def _route(self, path: str, query: str) -> tuple[Early | None, Path | None, int, bool]:
+    def _route(
+        self, path: str, query: str, asked: Mapping[str, str]
+    ) -> tuple[Early | None, Path | None, int, bool]:
         """Under the lock: an early answer, or None; the file, its change version, whether faults apply."""
         early: Early | None = None  # decided under the lock, answered outside it
         with self._lock:
@@ -194,7 +200,10 @@ class FaultServer(LocalServer):
             matched = f.only is None or matches(path, f.only)
             file = self._resolve(path)
             version = self._changes[path]
-            if f.redirect and path.startswith("/r/"):
+            required = f.require_headers or {}
+            if any(asked.get(name) != value for name, value in required.items()):
+                early = (401, "unauthorized", {"WWW-Authenticate": 'Bearer realm="shardstream-test"'})
+            elif f.redirect and path.startswith("/r/"):
                 location = path[2:] + (f"?{query}" if query else "")
                 early = (302, "redirect", {"Location": location})
             elif matches(path, f.forbid):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import NamedTuple
 
@@ -18,8 +18,8 @@ class Faults:
     int (every GET that sends a body) or a list (one value per such GET, in order; None = no fault for that
     one; an empty list = no more faults). Counts are body bytes of *that* response, not file offsets.
 
-    ``only``: fnmatch patterns (``"*.tar"``) of paths the faults apply to; None = all paths. ``forbid`` and
-    ``redirect`` ignore ``only``.
+    ``only``: fnmatch patterns (``"*.tar"``) of paths the faults apply to; None = all paths. ``forbid``,
+    ``redirect``, ``require_headers`` and ``ignore_if_range`` ignore ``only``.
     """
 
     only: str | Sequence[str] | None = None
@@ -36,6 +36,8 @@ class Faults:
     change_offset: int | None = None  # the byte flipped by a change (default: the middle of the file)
     forbid: str | Sequence[str] = ()  # fnmatch patterns of paths answered with 403
     redirect: bool = True  # /r/<path> answers 302 with Location: /<path>
+    require_headers: Mapping[str, str] | None = None  # a request lacking any of these (exact values): 401
+    ignore_if_range: bool = False  # serve Range as asked even when If-Range names another version (206)
 
     def __post_init__(self) -> None:
         if not 0 <= self.stall_seconds <= MAX_STALL_SECONDS:
@@ -61,6 +63,7 @@ class Faults:
             truncate=own(self.truncate),
             only=[self.only] if isinstance(self.only, str) else own(self.only),
             forbid=[self.forbid] if isinstance(self.forbid, str) else list(self.forbid),
+            require_headers=dict(self.require_headers) if self.require_headers else None,
         )
 
 

@@ -288,6 +288,56 @@ def test_text_numbers_arrays_and_gzip() -> None:
     assert out["xyz"] == members["xyz"]
 
 
+RAN: list[str] = []  # what a payload unpickled from a shard did
+
+
+def record(what: str) -> str:
+    RAN.append(what)
+    return what
+
+
+class Payload:
+    """Unpickling this calls ``record``: a stand-in for a pickle that runs code."""
+
+    def __reduce__(self):
+        return (record, ("payload ran",))
+
+
+class Plain:
+    """An ordinary class instance from an importable module: not a tensor, not a container of them."""
+
+    def __init__(self, value: int) -> None:
+        self.value = value
+
+
+def _saved(obj: object) -> bytes:
+    buffer = io.BytesIO()
+    torch.save(obj, buffer)
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize("ext", ["pth", "pt", "0.pth"])
+def test_pth_members_decode_tensors_but_refuse_any_other_pickled_object(ext: str) -> None:
+    import fractions
+
+    good = _saved({"w": torch.arange(6.0).reshape(2, 3), "step": 7, "names": ["a", "b"]})
+    out = SampleDecoder()(sample(**{ext: good}))[ext]
+    assert torch.equal(out["w"], torch.arange(6.0).reshape(2, 3)) and out["step"] == 7
+    assert out["names"] == ["a", "b"]
+    RAN.clear()
+    for obj in (Payload(), Plain(3), {"w": torch.ones(1), "extra": fractions.Fraction(1, 3)}):
+        data = _saved(obj)
+        with pytest.raises(DecodeError) as info:
+            SampleDecoder()(sample(**{ext: data}))
+        assert info.value.member == f"part0/000017.{ext}"
+    assert RAN == []  # the payload never ran
+    # The same bytes are live: a plain unpickler runs the payload and rebuilds the instance.
+    assert torch.load(io.BytesIO(_saved(Payload())), weights_only=False) == "payload ran"
+    assert RAN == ["payload ran"]
+    assert torch.load(io.BytesIO(_saved(Plain(3))), weights_only=False).value == 3
+    RAN.clear()
+
+
 def test_msgpack_members_stay_bytes_without_msgpack() -> None:
     try:
         import msgpack

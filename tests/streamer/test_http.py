@@ -5,6 +5,7 @@ Every client runs with short timeouts and backoff, so a hang would show as a fai
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from itertools import pairwise
 from pathlib import Path
@@ -17,6 +18,7 @@ from streamer import ShardDataset
 from streamer.http import HttpOptions, HttpStream
 from tests.conftest import write_dataset
 from tests.servers import Faults, FaultServer, nginx
+from tests.servers.ranges import validators
 
 COUNTS = [40, 3, 61, 12, 25]
 FAST = HttpOptions(connect_timeout=2, read_timeout=0.5, retries=4, backoff=0.01, max_backoff=0.05)
@@ -183,3 +185,62 @@ def test_prefetch_reads_ahead_without_changing_the_stream(served):
         for prefetch in (0, 1, 3):
             ds = ShardDataset(url, decode=False, seed=3, prefetch=prefetch, http=FAST)
             assert _keys(ds) == _local(served)
+
+
+def test_a_resumed_request_names_the_version_it_continues_with_if_range(served):
+    shard = served / "d" / "train-000002.tar"
+    etag = validators(shard.stat(), 0)[0]
+    with FaultServer(served, faults=Faults(drop_after=[10_000, 20_000])) as server:
+        with HttpStream(f"{server.url}/d/{shard.name}", 0, FAST) as stream:
+            assert stream.read() == shard.read_bytes()
+        requests = server.requests
+    assert [r.range for r in requests] == [None, "bytes=10000-", "bytes=30000-"]
+    # If-Range makes an If-Range server answer a changed object with all of it (200), never a splice.
+    assert [r.headers.get("if-range") for r in requests] == [None, etag, etag]
+
+
+def test_a_server_that_ignores_if_range_cannot_splice_a_changed_object(served):
+    """Where If-Range is not honoured, the client's own ETag/Last-Modified/length comparison catches it."""
+    faults = Faults(only="*.tar", change_after=1, drop_after=[3000], ignore_if_range=True)
+    with FaultServer(served, faults=faults) as server:
+        url = f"{server.url}/d/train-000000.tar"
+        with pytest.raises(ShardReadError, match=r"train-000000\.tar.*changed between requests"):
+            HttpStream(url, 0, FAST).read()
+        first, second = server.requests
+    assert (first.status, first.fault) == (200, "drop")
+    assert second.status == 206 and second.range == "bytes=3000-"  # the server sent the new version's bytes
+    assert second.headers.get("if-range") is not None
+
+
+def test_http_options_headers_reach_the_server_on_every_request(served):
+    token = {"Authorization": "Bearer opt-token", "X-Team": "vision"}
+    with FaultServer(served, faults=Faults(require_headers=token)) as server:
+        url = f"{server.url}/d/shardstream-index.json"
+        options = dataclasses.replace(FAST, headers=token)
+        assert _keys(ShardDataset(url, decode=False, seed=3, http=options)) == _local(served)
+        requests = server.requests
+    paths = {r.path for r in requests}
+    assert "/d/shardstream-index.json" in paths and "/d/train-000004.tar" in paths
+    assert all(r.status in (200, 206) for r in requests)  # none refused: every request carried them
+    assert all(r.headers.get("authorization") == "Bearer opt-token" for r in requests)
+    assert all(r.headers.get("x-team") == "vision" for r in requests)
+
+
+@pytest.mark.parametrize("status", [400, 401, 403, 404, 410])
+def test_client_errors_fail_at_the_first_answer_without_a_retry(served, status):
+    """The next answer would be the file: a client that retried would read it and not fail at all."""
+    with FaultServer(served, faults=Faults(status_codes=[status])) as server:
+        started = time.monotonic()
+        with pytest.raises(ShardReadError, match=rf"train-000003\.tar: HTTP {status}"):
+            HttpStream(f"{server.url}/d/train-000003.tar", 0, FAST).read()
+        assert server.request_count == 1
+        assert time.monotonic() - started < 1
+
+
+def test_a_missing_token_is_refused_at_once_through_the_dataset(served):
+    with FaultServer(served, faults=Faults(require_headers={"Authorization": "Bearer right"})) as server:
+        url = f"{server.url}/d/shardstream-index.json"
+        wrong = dataclasses.replace(FAST, headers={"Authorization": "Bearer wrong"})
+        with pytest.raises(ShardReadError, match="HTTP 401"):
+            ShardDataset(url, decode=False, http=wrong)
+        assert [(r.status, r.fault) for r in server.requests] == [(401, "unauthorized")]

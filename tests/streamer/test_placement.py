@@ -126,3 +126,30 @@ def test_bad_place_is_a_value_error():
         counted_segments(np.array([3]), rank=2, world=2, worker=0, workers=1, seed=0, epoch=0)
     with pytest.raises(ValueError, match="remainder"):
         rank_quota(10, 2, "keep")
+
+
+def test_rank_and_world_size_come_from_the_environment_without_torch_distributed(tmp_path, monkeypatch):
+    import torch.distributed as dist
+
+    from streamer import ShardDataset
+    from tests.conftest import write_dataset
+
+    assert not (dist.is_available() and dist.is_initialized())
+    index = write_dataset(tmp_path / "d", [9, 4, 13, 6])
+
+    def keys(**place):
+        return [s["__key__"] for s in ShardDataset(index, decode=False, seed=5, buffer_size=4, **place)]
+
+    monkeypatch.delenv("RANK", raising=False)
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    rank0, rank1 = keys(rank=0, world_size=2), keys(rank=1, world_size=2)
+    assert len(rank0) == len(rank1) == 16 and set(rank0).isdisjoint(rank1)
+    assert len(keys()) == 32  # no environment: rank 0 of 1
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    ds = ShardDataset(index, decode=False, seed=5, buffer_size=4)
+    assert len(ds) == 16
+    assert [s["__key__"] for s in ds] == rank1
+    assert keys(rank=0, world_size=2) == rank0  # arguments win over the environment
+    monkeypatch.setenv("RANK", "0")
+    assert keys() == rank0

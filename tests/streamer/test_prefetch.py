@@ -9,7 +9,11 @@ import time
 
 import pytest
 
+from streamer import ShardDataset
+from streamer.http import HttpOptions
 from streamer.prefetch import ReadAhead
+from tests.conftest import write_dataset
+from tests.servers import FaultServer
 
 MIB = 1 << 20
 
@@ -176,3 +180,34 @@ def test_a_stream_with_only_read_works_through_the_window_and_the_read_ahead():
     ahead.close()
     assert error is None
     assert direct == through_thread and len(direct) == 40 and direct[7] == ("007", bytes([7]) * 70_007)
+
+
+FAST = HttpOptions(connect_timeout=2, read_timeout=1, retries=2, backoff=0.01, max_backoff=0.05)
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    root = tmp_path_factory.mktemp("prefetch-www")
+    write_dataset(root / "d", [5, 5, 5, 5])
+    return root
+
+
+def _tars(server) -> list[str]:
+    return sorted(r.path for r in server.requests if r.path.endswith(".tar"))
+
+
+@pytest.mark.parametrize(("prefetch", "depth"), [(None, 2), (0, 0), (1, 1), (2, 2)])
+def test_the_dataset_opens_the_next_shards_before_the_reader_reaches_them(served, prefetch, depth):
+    """Seen from the server: while the first sample is held, the next ``depth`` shards are requested."""
+    with FaultServer(served) as server:
+        url = f"{server.url}/d/shardstream-index.json"
+        samples = iter(ShardDataset(url, decode=False, shuffle=False, prefetch=prefetch, http=FAST))
+        assert next(samples)["__key__"] == "s000-00000"
+        ahead = [f"/d/train-{n:06d}.tar" for n in range(depth + 1)]
+        _wait_until(lambda: _tars(server) == ahead, seconds=3)
+        time.sleep(0.2)  # a read-ahead deeper than asked would have opened one more by now
+        assert _tars(server) == ahead
+        rest = [sample["__key__"] for sample in samples]
+        assert len(rest) == 19 and rest[-1] == "s003-00004"
+        # The read-ahead's own stream is what the reader used: no shard was requested twice.
+        assert _tars(server) == [f"/d/train-{n:06d}.tar" for n in range(4)]
