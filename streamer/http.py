@@ -60,8 +60,9 @@ class HttpStream(io.RawIOBase):
             headers = self.options.request_headers()
             if self.position:
                 headers["Range"] = f"bytes={self.position}-"
-                if self._validators is not None and (self._validators[0] or self._validators[1]):
-                    headers["If-Range"] = self._validators[0] or self._validators[1]  # type: ignore[assignment]
+                validator = if_range(self._validators)
+                if validator is not None:
+                    headers["If-Range"] = validator
             try:
                 response = pool.request(
                     "GET", self.url, headers=headers, preload_content=False, decode_content=False,
@@ -236,6 +237,20 @@ def _total_length(response: Any, offset: int) -> int | None:
     if length is None or not length.isdigit():
         return None
     return int(length) + (offset if response.status == 206 else 0)
+
+
+def if_range(validators: tuple[str | None, str | None, int | None] | None) -> str | None:
+    """The If-Range value for a resume: a strong ETag, else Last-Modified, else none.
+
+    A weak ETag (``W/"..."``) never matches in If-Range (RFC 9110 13.1.5), so sending one would make every
+    resume a full 200 answer, refused as "object changed"; Last-Modified still lets the server resume.
+    """
+    if validators is None:
+        return None
+    etag, modified, _ = validators
+    if etag and not etag.startswith("W/"):
+        return etag
+    return modified or None
 
 
 def _changed(before: tuple[Any, ...], now: tuple[Any, ...]) -> bool:

@@ -15,7 +15,7 @@ from torch.utils.data import DataLoader
 
 from shardstream.errors import ShardNotFoundError, ShardReadError
 from streamer import ShardDataset
-from streamer.http import HttpOptions, HttpStream
+from streamer.http import HttpOptions, HttpStream, if_range
 from tests.conftest import write_dataset
 from tests.servers import Faults, FaultServer, nginx
 from tests.servers.ranges import validators
@@ -244,3 +244,14 @@ def test_a_missing_token_is_refused_at_once_through_the_dataset(served):
         with pytest.raises(ShardReadError, match="HTTP 401"):
             ShardDataset(url, decode=False, http=wrong)
         assert [(r.status, r.fault) for r in server.requests] == [(401, "unauthorized")]
+
+
+@pytest.mark.parametrize(
+    ("etag", "modified", "sent"),
+    [('"abc"', "Mon, 30 Nov 2026 10:00:00 GMT", '"abc"'), ('W/"abc"', "Mon, 30 Nov 2026 10:00:00 GMT",
+     "Mon, 30 Nov 2026 10:00:00 GMT"), ('W/"abc"', None, None), (None, None, None)],
+)  # fmt: skip
+def test_if_range_sends_a_strong_etag_else_last_modified_never_a_weak_etag(etag, modified, sent):
+    """A weak ETag never matches in If-Range, so every resume against such a server would be refused."""
+    assert if_range((etag, modified, 1000)) == sent
+    assert if_range(None) is None
