@@ -222,7 +222,13 @@ class _Bar:
     def __init__(self, quiet: bool) -> None:
         from tqdm import tqdm
 
-        self.bar = tqdm(unit=" samples", disable=quiet, file=sys.stderr, dynamic_ncols=True, smoothing=0.1)
+        class _Tqdm(tqdm):  # type: ignore[misc,type-arg]
+            # No monitor thread: tqdm's outlives the bar, and a thread in a process that later forks
+            # (DataLoader workers in the same script) can deadlock the child. miniters=1 does its job.
+            monitor_interval = 0
+
+        self.bar = _Tqdm(unit=" samples", disable=quiet, file=sys.stderr, dynamic_ncols=True, smoothing=0.1,
+                         miniters=1)  # fmt: skip
         self.bytes = self.samples = self.shards = self.rejects = 0
         self.quiet = quiet
 

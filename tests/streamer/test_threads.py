@@ -69,3 +69,19 @@ def test_a_main_process_that_read_first_forks_workers_without_threads_of_ours(re
     loader = DataLoader(ds, batch_size=None, num_workers=2, multiprocessing_context="fork")
     keys = [s["__key__"] for s in loader]
     assert first["__key__"] in keys and len(keys) == len(set(keys)) == sum(COUNTS)
+
+
+def test_packing_through_the_cli_leaves_no_thread(tmp_path):
+    """The pack command's progress bar starts no monitor thread that would outlive it (tqdm's does)."""
+    from typer.testing import CliRunner
+
+    from shardstream.cli import app
+
+    source = tmp_path / "src"
+    source.mkdir()
+    for i in range(5):
+        (source / f"{i:03d}.txt").write_text(f"sample {i}")
+    before = {t.ident for t in threading.enumerate()}
+    result = CliRunner().invoke(app, ["pack", str(source), str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    assert [t.name for t in threading.enumerate() if t.ident not in before] == []
