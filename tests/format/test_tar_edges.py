@@ -1,0 +1,267 @@
+"""Tar headers and the reader at their edges: size and name limits, other type flags, damage, big members.
+
+Every reader test runs on the C header fast path and on pure Python.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import tarfile
+
+import pytest
+
+import shardstream.format.tarread as tarread
+from shardstream.errors import ShardReadError
+from shardstream.format import end_of_archive, member_header, member_size
+from shardstream.format.tarheader import padded
+
+C_SCAN = tarread._header_at
+USTAR_MAX = 8**11 - 1
+
+
+@pytest.fixture(params=["c", "python"])
+def reader(request, monkeypatch):
+    if request.param == "c" and C_SCAN is None:
+        pytest.skip("shardstream/format/_tarscan.c is not built")
+    if request.param == "python":
+        monkeypatch.setattr(tarread, "_header_at", None)
+    return request.param
+
+
+def _member(name: str, data: bytes) -> bytes:
+    return member_header(name, len(data)) + data + bytes(padded(len(data)))
+
+
+def _read(archive: bytes, **kwargs):
+    spans: list = []
+    samples = list(tarread.iter_samples(io.BytesIO(archive), url="u", spans=spans, **kwargs))
+    return samples, spans
+
+
+def _resum(header: bytes) -> bytes:
+    """The header with its checksum recomputed (after a field was edited), as GNU tar writes it."""
+    block = bytearray(header)
+    block[148:156] = b" " * 8
+    block[148:156] = b"%06o\0 " % sum(block)
+    return bytes(block)
+
+
+def _tarfile_names(archive: bytes):
+    with tarfile.open(fileobj=io.BytesIO(archive), mode="r:") as tar:
+        return [(m.name, m.size, tar.extractfile(m).read()) for m in tar.getmembers()]
+
+
+# -- headers ---------------------------------------------------------------------------------------
+
+
+def test_the_largest_ustar_size_has_one_header_and_one_more_byte_needs_pax():
+    assert len(member_header("k.bin", USTAR_MAX)) == 512
+    assert member_header("k.bin", USTAR_MAX)[124:136] == b"77777777777\0"
+    header = member_header("k.bin", USTAR_MAX + 1)
+    assert header[156:157] == b"x" and len(header) == 3 * 512
+    assert member_size("k.bin", USTAR_MAX + 1) == 3 * 512 + USTAR_MAX + 1
+    with tarfile.open(fileobj=io.BytesIO(header + bytes(1024)), mode="r|") as tar:
+        member = tar.next()
+    assert (member.name, member.size) == ("k.bin", USTAR_MAX + 1)
+    long = "n" * 120 + ".bin"  # a pax path in any case: the size record comes only past the ustar field
+    for size, records in ((USTAR_MAX, {"path"}), (USTAR_MAX + 1, {"path", "size"})):
+        with tarfile.open(fileobj=io.BytesIO(member_header(long, size) + bytes(1024)), mode="r|") as tar:
+            member = tar.next()
+        assert (member.name, member.size, set(member.pax_headers)) == (long, size, records)
+
+
+@pytest.mark.parametrize(
+    ("name", "blocks"),  # 1: a ustar header alone; 3: a pax header, its record block, the ustar header
+    [
+        ("n" * 96 + ".txt", 1),  # exactly 100 bytes: fills the name field, no NUL
+        ("n" * 97 + ".txt", 3),  # 101 bytes, no slash: a pax path
+        ("d" * 155 + "/" + "n" * 96 + ".txt", 1),  # the longest ustar prefix and the longest name
+        ("d" * 156 + "/x.txt", 3),  # a prefix one byte too long
+        ("d" * 50 + "/" + "n" * 97 + ".txt", 3),  # the part after the last slash over 100 bytes
+        ("d" * 150 + "/" + "e" * 20 + "/f.txt", 1),  # the last slash past 155: cut at the one before
+        ("a/" + "é" * 60 + ".txt", 3),  # not ASCII: a pax path, whatever the length
+    ],
+    ids=["name-100", "name-101", "prefix-155", "prefix-156", "rest-101", "cut-earlier", "non-ascii"],
+)
+def test_names_at_the_ustar_limits_round_trip(reader, name, blocks):
+    data = b"abc"
+    header = member_header(name, len(data))
+    assert len(header) == blocks * 512
+    assert member_size(name, 3) == len(header) + 512
+    archive = header + data + bytes(padded(3)) + end_of_archive()
+    assert _tarfile_names(archive) == [(name, 3, data)]
+    samples, spans = _read(archive)
+    key, ext = name.rsplit(".", 1)
+    assert samples == [{"__key__": key, "__url__": "u", ext: data}]
+    assert spans == [(0, len(header) + 512)]
+
+
+# -- sizes the reader must parse --------------------------------------------------------------------
+
+
+def test_a_pax_size_is_read_and_a_short_member_is_named_with_the_size_it_needs(reader):
+    archive = member_header("k.bin", USTAR_MAX + 1) + b"x" * 100
+    needs = USTAR_MAX + 1 + padded(USTAR_MAX + 1)
+    # The offset named is the member's own header, after the pax header and its record block.
+    message = rf"^u member 'k\.bin' at byte 1024: truncated tar: member needs {needs} bytes with padding, 100"
+    with pytest.raises(ShardReadError, match=message):
+        _read(archive)
+
+
+def test_gnu_base256_sizes_are_read(reader):
+    header = bytearray(member_header("k.txt", 3))
+    header[124:136] = b"\x80" + (3).to_bytes(11, "big")
+    archive = _resum(bytes(header)) + b"abc" + bytes(509) + _member("l.txt", b"de") + end_of_archive()
+    samples, spans = _read(archive)
+    assert samples == [
+        {"__key__": "k", "__url__": "u", "txt": b"abc"},
+        {"__key__": "l", "__url__": "u", "txt": b"de"},
+    ]
+    assert spans == [(0, 1024), (1024, 2048)]
+    big = io.BytesIO()
+    with tarfile.open(fileobj=big, mode="w", format=tarfile.GNU_FORMAT) as tar:
+        info = tarfile.TarInfo("big.bin")
+        info.size = 2**33 + 5
+        tar.addfile(info)  # the header alone: far too short for its member
+    assert big.getvalue()[124:125] == b"\x80"
+    needs = 2**33 + 5 + padded(2**33 + 5)
+    remain = len(big.getvalue()) - 512  # tarfile pads the archive to its 10 KiB record
+    message = (
+        rf"^u member 'big\.bin' at byte 0: truncated tar: member needs {needs} bytes with padding, {remain}"
+    )
+    with pytest.raises(ShardReadError, match=message):
+        _read(big.getvalue())
+
+
+def test_a_size_that_is_not_a_number_is_named(reader):
+    header = bytearray(member_header("k.txt", 3))
+    header[124:136] = b"zz3\0        "
+    archive = _resum(bytes(header)) + b"abc" + bytes(509) + end_of_archive()
+    with pytest.raises(ShardReadError, match=r"^u at byte 0: corrupt tar header \(bad number b'zz3'\)$"):
+        _read(archive)
+
+
+@pytest.mark.parametrize(
+    ("field", "size"),
+    [
+        (b"          3 ", 3),  # space-padded, as old writers leave it
+        (b"3\0\0\0\0\0\0\0\0\0\0\0", 3),  # ended early by a NUL
+        (b" 3\0 garbage ", 3),  # what follows the NUL is not read
+        (bytes(12), 0),  # all NUL: an empty member
+    ],
+    ids=["spaces", "early-nul", "after-nul", "empty"],
+)
+def test_other_spellings_of_the_size_field_are_read(reader, field, size):
+    header = bytearray(member_header("k.txt", size))
+    header[124:136] = field
+    data = b"abc"[:size]
+    archive = _resum(bytes(header)) + data + bytes(padded(size)) + _member("l.txt", b"de") + end_of_archive()
+    samples, spans = _read(archive)
+    assert [(s["__key__"], s["txt"]) for s in samples] == [("k", data), ("l", b"de")]
+    assert spans[1] == (512 + size + padded(size), 512 + size + padded(size) + 1024)
+
+
+# -- type flags -----------------------------------------------------------------------------------
+
+
+def _typed(name: str, data: bytes, flag: bytes) -> bytes:
+    header = bytearray(member_header(name, len(data)))
+    header[156:157] = flag
+    return _resum(bytes(header)) + data + bytes(padded(len(data)))
+
+
+@pytest.mark.parametrize("flag", [b"0", b"\0", b"7"])
+def test_regular_file_flags_are_members(reader, flag):
+    archive = _typed("a.txt", b"abc", flag) + _typed("a.json", b"{}", flag) + end_of_archive()
+    samples, spans = _read(archive)
+    assert samples == [{"__key__": "a", "__url__": "u", "txt": b"abc", "json": b"{}"}]
+    assert spans == [(0, 2048)]
+
+
+@pytest.mark.parametrize("flag", [b"5", b"2", b"1", b"3", b"6"])
+def test_directories_and_links_are_skipped_and_not_counted_in_spans(reader, flag):
+    archive = _member("a.txt", b"abc") + _typed("d", b"", flag) + _member("b.txt", b"de") + end_of_archive()
+    samples, spans = _read(archive)
+    assert [s["__key__"] for s in samples] == ["a", "b"]
+    assert spans == [(0, 1536), (1536, 2560)]
+
+
+def test_a_global_pax_header_belongs_to_the_first_sample_span(reader):
+    archive = io.BytesIO()
+    with tarfile.open(fileobj=archive, mode="w", format=tarfile.PAX_FORMAT, pax_headers={"c": "d"}) as tar:
+        for name, data in (("a.txt", b"abc"), ("b.txt", b"de")):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    data = archive.getvalue()
+    assert data[156:157] == b"g"
+    samples, spans = _read(data)
+    assert [s["__key__"] for s in samples] == ["a", "b"]
+    assert spans == [(0, 2048), (2048, 3072)]
+
+
+def test_a_pax_path_record_names_the_member_and_a_pax_comment_alone_does_not(reader):
+    archive = io.BytesIO()
+    with tarfile.open(fileobj=archive, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for name, data, extra in (("a.txt", b"abc", {"comment": "x" * 200}), ("p" * 120 + ".txt", b"d", {})):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            info.pax_headers = extra
+            tar.addfile(info, io.BytesIO(data))
+    samples, spans = _read(archive.getvalue())
+    assert [(s["__key__"], s["txt"]) for s in samples] == [("a", b"abc"), ("p" * 120, b"d")]
+    assert spans == [(0, 2048), (2048, 4096)]
+
+
+# -- the end, damage, members past the read window ------------------------------------------------
+
+
+def test_an_archive_without_its_end_blocks_is_read_whole(reader):
+    archive = _member("a.txt", b"abc") + _member("b.txt", b"de")
+    samples, spans = _read(archive)
+    assert [(s["__key__"], s["txt"]) for s in samples] == [("a", b"abc"), ("b", b"de")]
+    assert spans == [(0, 1024), (1024, 2048)]
+
+
+def test_a_partial_header_is_named_at_its_offset(reader):
+    archive = _member("a.txt", b"abc") + member_header("b.txt", 2)[:300]
+    with pytest.raises(ShardReadError, match=r"^u at byte 1024: truncated tar header$"):
+        _read(archive)
+
+
+def test_a_zero_block_ends_the_archive_even_before_more_members(reader):
+    archive = _member("a.txt", b"abc") + bytes(512) + _member("b.txt", b"de")
+    assert [s["__key__"] for s in _read(archive)[0]] == ["a"]
+
+
+def test_a_member_larger_than_the_read_window_is_read_and_its_truncation_named(reader):
+    big = os.urandom((1 << 20) + 1000)  # past the 1 MiB window
+    archive = _member("a.bin", b"x") + _member("b.bin", big) + _member("c.bin", b"yz") + end_of_archive()
+    samples, spans = _read(archive)
+    assert [s["bin"] for s in samples] == [b"x", big, b"yz"]
+    end_b = 1024 + 512 + len(big) + padded(len(big))
+    assert spans == [(0, 1024), (1024, end_b), (end_b, end_b + 1024)]
+    cut = archive[: 1024 + 512 + len(big) - 10]
+    with pytest.raises(
+        ShardReadError,
+        match=rf"^u member 'b\.bin' at byte 1024: truncated tar: member needs {len(big) + padded(len(big))} "
+        rf"bytes with padding, {len(big) - 10} remain$",
+    ):
+        _read(cut)
+
+
+def test_missing_padding_after_the_last_member_is_truncation(reader):
+    archive = member_header("a.txt", 3) + b"abc" + bytes(100)
+    message = r"^u member 'a\.txt' at byte 0: truncated tar: member needs 512 bytes with padding, 103 remain$"
+    with pytest.raises(ShardReadError, match=message):
+        _read(archive)
+
+
+def test_start_and_ends_give_true_offsets_after_a_seek(reader):
+    members = (("a", 3), ("b", 600), ("c", 1))
+    archive = b"".join(_member(f"{k}.txt", b"v" * n) for k, n in members) + end_of_archive()
+    starts = [0, 1024, 2560]
+    samples, spans = _read(archive[1024:], start=1024, ends=[2560, 3584])
+    assert [s["__key__"] for s in samples] == ["b", "c"]
+    assert spans == [(1024, 2560), (2560, 3584)] and [s for s, _ in spans] == starts[1:]
