@@ -349,7 +349,10 @@ def test_fault_server_stops_promptly_and_restarts(www: Path) -> None:
 
     def stalled() -> None:
         with httpx.Client(timeout=TIMEOUT) as client:
-            outcome.append(read_until_error(client, f"{srv.url}/data.bin")[2])
+            try:
+                outcome.append(read_until_error(client, f"{srv.url}/data.bin")[2])
+            except httpx.TransportError as error:  # stopped before the headers went out (seen on 3.10)
+                outcome.append(error)
 
     thread = threading.Thread(target=stalled, daemon=True)
     thread.start()
