@@ -20,7 +20,7 @@ class RejectsReport:
         self._handle.truncate(keep_bytes if mode == "r+b" else 0)
         self._handle.seek(0, os.SEEK_END)
         self.count_total = 0
-        if keep_bytes:
+        if mode == "r+b":  # only a kept file has lines to count; a fresh one is write-only
             self._handle.seek(0)
             self.count_total = sum(1 for _ in self._handle)
 

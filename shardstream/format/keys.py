@@ -28,6 +28,10 @@ def check_key(key: str) -> str:
         raise KeyRuleError(f"key {key!r} holds a NUL, newline, carriage return or backslash")
     if key.startswith("/"):
         raise KeyRuleError(f"key {key!r} is an absolute path; tar member names must be relative")
+    try:
+        key.encode("utf-8")
+    except UnicodeEncodeError:  # a file name that is not UTF-8 (a lone surrogate from the OS): no tar name
+        raise KeyRuleError(f"key {key!r} is not valid UTF-8 (a file name in another encoding?)") from None
     parts = key.split("/")
     if any(part in ("", ".", "..") for part in parts):
         raise KeyRuleError(f"key {key!r} has an empty, '.' or '..' path component")

@@ -191,3 +191,20 @@ def test_bad_options_are_value_errors_naming_the_option(tmp_path, corpus, option
             options = {"media": MediaOptions(**options["media"])}
         pack(corpus.files_dir, tmp_path / "out", PackOptions(**options))
     assert not (tmp_path / "out").exists()
+
+
+def test_a_file_name_that_is_not_utf8_is_rejected_not_a_crash(tmp_path):
+    """os.listdir gives such a name back with a lone surrogate: no tar name can hold it, so a bad key."""
+    import os
+
+    from packer import PackOptions, pack
+
+    source = tmp_path / "src"
+    source.mkdir()
+    (source / "good.txt").write_text("kept")
+    with open(os.path.join(os.fsencode(source), b"bad\xff.txt"), "wb") as handle:
+        handle.write(b"not packable")
+    summary = pack(source, tmp_path / "out", PackOptions())
+    assert summary.samples == 1 and summary.rejected == {"bad-key": 1}
+    rejects = (tmp_path / "out" / "shardstream-rejects.jsonl").read_text(encoding="utf-8", errors="replace")
+    assert "not valid UTF-8" in rejects
