@@ -13,7 +13,7 @@ import pytest
 
 import shardstream.format.tarread as tarread
 from shardstream.errors import ShardReadError
-from shardstream.format import end_of_archive, member_header, member_size
+from shardstream.format import end_of_archive, member_header, member_size, split_member_name
 from shardstream.format.tarheader import padded
 
 C_SCAN = tarread._header_at
@@ -81,8 +81,20 @@ def test_the_largest_ustar_size_has_one_header_and_one_more_byte_needs_pax():
         ("d" * 50 + "/" + "n" * 97 + ".txt", 3),  # the part after the last slash over 100 bytes
         ("d" * 150 + "/" + "e" * 20 + "/f.txt", 1),  # the last slash past 155: cut at the one before
         ("a/" + "é" * 60 + ".txt", 3),  # not ASCII: a pax path, whatever the length
+        ("a/" + "n" * 95 + ".txt", 1),  # a one-byte prefix
+        ("/" + "n" * 96 + ".txt", 3),  # an empty prefix would drop the leading slash: a pax path
     ],
-    ids=["name-100", "name-101", "prefix-155", "prefix-156", "rest-101", "cut-earlier", "non-ascii"],
+    ids=[
+        "name-100",
+        "name-101",
+        "prefix-155",
+        "prefix-156",
+        "rest-101",
+        "cut-earlier",
+        "non-ascii",
+        "prefix-1",
+        "absolute-101",
+    ],
 )
 def test_names_at_the_ustar_limits_round_trip(reader, name, blocks):
     data = b"abc"
@@ -265,3 +277,30 @@ def test_start_and_ends_give_true_offsets_after_a_seek(reader):
     samples, spans = _read(archive[1024:], start=1024, ends=[2560, 3584])
     assert [s["__key__"] for s in samples] == ["b", "c"]
     assert spans == [(1024, 2560), (2560, 3584)] and [s for s, _ in spans] == starts[1:]
+
+
+@pytest.mark.parametrize("name", ["a.b/c.d.e", "dir/.x", "a./b.c", "noext", "a/b/c"])
+def test_the_reader_splits_member_names_as_the_key_rule_does(reader, name):
+    archive = _member(name, b"abc") + end_of_archive()
+    samples, _ = _read(archive)
+    key, ext = split_member_name(name)
+    assert samples == [{"__key__": key, "__url__": "u", ext: b"abc"}]
+
+
+def test_members_that_straddle_the_end_of_the_read_window_are_read_whole(reader):
+    datas = [os.urandom(n) for n in (400_000, 400_001, 400_002, 399_999, 3)]  # ~1.6 MB past a 1 MiB window
+    archive = b"".join(_member(f"{i}.bin", d) for i, d in enumerate(datas)) + end_of_archive()
+    samples, spans = _read(archive)
+    assert [s["bin"] for s in samples] == datas
+    ends = [sum(512 + len(d) + padded(len(d)) for d in datas[: i + 1]) for i in range(len(datas))]
+    assert spans == list(zip([0, *ends[:-1]], ends, strict=True))
+
+
+@pytest.mark.parametrize(
+    ("name", "fallback"),
+    [("n" * 120 + ".txt", b"n" * 96 + b".txt"), ("a/" + "é" * 60 + ".txt", b"a/" + b"?" * 60 + b".txt")],
+)
+def test_a_pax_path_leaves_the_names_end_in_the_ustar_field_for_readers_without_pax(name, fallback):
+    header = member_header(name, 3)
+    ustar = header[-512:]
+    assert ustar[:100].rstrip(b"\0") == fallback and ustar[345:500] == bytes(155)

@@ -210,9 +210,7 @@ def images_packed(images: Path, tmp_path_factory: pytest.TempPathFactory) -> dic
     return digests
 
 
-@pytest.mark.parametrize("workers", [1, 2])
-def test_ctrl_c_mid_shard_then_resume_gives_identical_output(images, images_packed, tmp_path, workers):
-    out = tmp_path / "out"
+def _interrupt_mid_pack(images: Path, out: Path, workers: int) -> tuple[int, str]:
     command = _cli("pack", str(images), str(out), "--max-count", "3", "--image-max-side", "32",
                    "--workers", str(workers), "-q")  # fmt: skip
     # A terminal's Ctrl-C signals the whole foreground process group, workers included.
@@ -223,7 +221,19 @@ def test_ctrl_c_mid_shard_then_resume_gives_identical_output(images, images_pack
         time.sleep(0.002)
     os.killpg(proc.pid, signal.SIGINT)  # shard 3 is open: its first sample is in, two more are coming
     _, stderr = proc.communicate(timeout=60)
-    assert proc.returncode == 130, stderr
+    return proc.returncode, stderr
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_ctrl_c_mid_shard_then_resume_gives_identical_output(images, images_packed, tmp_path, workers):
+    # On a loaded machine the pack can finish before the signal lands (exit 0): try again, at most 3 times.
+    for attempt in range(3):
+        out = tmp_path / f"out{attempt}"
+        returncode, stderr = _interrupt_mid_pack(images, out, workers)
+        if returncode != 0:
+            break
+    journal = out / JOURNAL_NAME
+    assert returncode == 130, stderr
     assert "interrupted; run the same command with --resume" in stderr
     assert 3 <= len(list(out.glob("*.tar"))) < 6, "Ctrl-C must land mid-pack"
     assert not (out / "shardstream-index.json").exists()
