@@ -169,6 +169,8 @@ class FaultServer(LocalServer):
         asked: Mapping[str, str] = h.headers
         if self._faults.ignore_if_range:  # as a server that does not implement If-Range
             asked = {"Range": h.headers["Range"]} if h.headers.get("Range") else {}
+        if self._faults.ignore_range:  # as a server that does not implement Range at all
+            asked = {}
         wanted = wanted_range(asked, size, etag, last_modified)
         if wanted == "unsatisfiable":
             return self._simple(h, entry, 416, None, head, {**headers, "Content-Range": f"bytes */{size}"})

@@ -51,6 +51,10 @@ def test_unshuffled_segments_are_the_stream_cut_in_equal_slices():
 
 
 def test_empty_shards_give_no_segments():
+    assert _place([2, 0, 3]) == [Segment(0, 0, 2), Segment(2, 0, 3)]
+    assert _place([2, 0, 0, 3], rank=1, world=2, remainder="pad") == [Segment(3, 1, 3), Segment(0, 0, 1)]
+    for shuffle in (False, True):
+        assert _place(np.zeros(0, dtype=np.int64), shuffle=shuffle) == []
     assert _place([0, 4, 0], rank=0, world=2) == [Segment(1, 0, 2)]
     assert _place([0, 0], rank=0, world=1) == []
     assert _place([0, 0], rank=1, world=2, remainder="pad") == []

@@ -1,0 +1,270 @@
+"""The shard cache at its edges: exact limits, names, modes, messages, hits by size, and stale temp files."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import stat
+import time
+import warnings
+
+import pytest
+
+from shardstream.errors import ShardNotFoundError, ShardReadError
+from streamer.cache import STALE_TEMP_AGE, ShardCache
+
+
+def _writer(data: bytes, calls: list | None = None):
+    def fetch(handle):
+        if calls is not None:
+            calls.append(1)
+        handle.write(data)
+
+    return fetch
+
+
+def _temps(folder):
+    return sorted(name for name in os.listdir(folder) if name.startswith("."))
+
+
+def test_exactly_full_is_not_over_the_limit(tmp_path):
+    cache = ShardCache(tmp_path, cache_size=200)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # an object of exactly cache_size is no warning
+        cache.get("http://h/a.tar", _writer(b"a" * 100))
+        cache.get("http://h/b.tar", _writer(b"b" * 100))
+        assert cache.contains("http://h/a.tar") and cache.contains("http://h/b.tar")
+        assert cache.total_bytes() == 200
+        cache.get("http://h/c.tar", _writer(b"c" * 200))
+    assert [cache.contains(f"http://h/{n}.tar") for n in "abc"] == [False, False, True]
+
+
+def test_evict_reports_the_bytes_it_freed(tmp_path):
+    big = ShardCache(tmp_path)  # unbounded: nothing is evicted on the way in
+    for name, size in (("a", 30), ("b", 50), ("c", 70)):
+        big.get(f"http://h/{name}.tar", _writer(b"x" * size))
+        time.sleep(0.002)
+    small = ShardCache(tmp_path, cache_size=100)
+    assert small.evict() == 80  # a (30) then b (50), the least recently used, until 70 <= 100
+    assert small.total_bytes() == 70 and small.contains("http://h/c.tar")
+    assert small.evict() == 0
+    assert ShardCache(tmp_path, cache_size=1).evict() == 70
+
+
+def test_an_oversized_object_warns_at_the_callers_line_naming_sizes_and_url(tmp_path):
+    cache = ShardCache(tmp_path, cache_size=10)
+    with pytest.warns(UserWarning) as record:
+        cache.get("http://user:pw@h/big.tar", _writer(b"x" * 11))
+    [warning] = record
+    assert warning.filename == __file__
+    assert str(warning.message) == (
+        "http://h/big.tar: 11 bytes is more than cache_size=10; kept anyway, "
+        "but the cache is too small to hold it next to anything else"
+    )
+    with pytest.warns(UserWarning) as record:
+        cache.open("http://h/other.tar", _writer(b"y" * 12)).close()
+    assert record[0].filename == __file__
+
+
+@pytest.mark.parametrize("size", [1, 10**15])
+def test_any_positive_cache_size_is_accepted(tmp_path, size):
+    assert ShardCache(tmp_path, cache_size=size).cache_size == size
+
+
+@pytest.mark.parametrize("size", [0, -1, True, 1.5, "1GB"])
+def test_a_bad_cache_size_is_refused_with_its_value(tmp_path, size):
+    message = rf"^cache_size must be a positive number of bytes or None, got {re.escape(repr(size))}$"
+    with pytest.raises(ValueError, match=message):
+        ShardCache(tmp_path, cache_size=size)
+
+
+def test_the_cache_folder_is_made_with_its_parents(tmp_path):
+    cache = ShardCache(tmp_path / "a" / "b" / "c")
+    assert (tmp_path / "a" / "b" / "c").is_dir()
+    assert repr(cache) == f"ShardCache({str(tmp_path / 'a' / 'b' / 'c')!r}, cache_size=None)"
+    assert repr(ShardCache(tmp_path, cache_size=5)) == f"ShardCache({str(tmp_path)!r}, cache_size=5)"
+
+
+def test_a_cached_name_is_the_url_hash_then_its_safe_basename(tmp_path):
+    cache = ShardCache(tmp_path)
+    url = "https://host/data/train 000001 (copy).tar?x=1"
+    digest = hashlib.sha256(url.encode()).hexdigest()[:32]
+    assert cache.path_for(url) == tmp_path / f"{digest}-train_000001_copy_.tar"
+    assert cache.path_for("https://host/a/b/").name.endswith("-b")
+    assert cache.path_for("https://host/").name.endswith("-object")
+    assert cache.path_for("https://host").name.endswith("-object")
+    long = "https://host/" + "n" * 150 + "-tail.tar"
+    name = cache.path_for(long).name
+    assert name.endswith("-tail.tar") and len(name) == 32 + 1 + 100
+    assert cache.path_for("https://host/ünï.tar").name.endswith("-_n_.tar")
+
+
+def test_a_url_from_an_undecodable_file_name_has_a_stable_key(tmp_path):
+    cache = ShardCache(tmp_path)
+    url = "/data/\udcffshard.tar"  # os.fsdecode of a non-UTF-8 name
+    path = cache.get(url, _writer(b"abc"))
+    assert path == cache.path_for(url) and path.read_bytes() == b"abc" and cache.contains(url)
+
+
+def test_a_published_file_is_readable_by_all_and_dated_now(tmp_path):
+    cache = ShardCache(tmp_path)
+    before = time.time_ns()
+    path = cache.get("http://h/a.tar", _writer(b"abc"))
+    st = path.stat()
+    assert stat.S_IMODE(st.st_mode) == 0o644
+    assert before <= st.st_mtime_ns <= time.time_ns()
+    handle = cache.open("http://h/b.tar", _writer(b"xyz"))
+    assert handle.read() == b"xyz" and handle.tell() == 3
+    handle.close()
+    assert stat.S_IMODE(cache.path_for("http://h/b.tar").stat().st_mode) == 0o644
+
+
+def test_a_directory_in_the_cache_is_no_hit_and_is_never_counted(tmp_path):
+    cache = ShardCache(tmp_path, cache_size=10)
+    cache.path_for("http://h/a.tar").mkdir()
+    assert not cache.contains("http://h/a.tar") and cache.total_bytes() == 0
+    (tmp_path / "notes").mkdir()
+    cache.get("http://h/b.tar", _writer(b"x" * 8))
+    assert (tmp_path / "notes").is_dir() and cache.total_bytes() == 8
+
+
+def test_open_hits_by_size_and_refetches_a_file_of_another_size(tmp_path):
+    cache, calls, url = ShardCache(tmp_path), [], "http://h/a.tar"
+    cache.open(url, _writer(b"abc", calls), size=3).close()
+    os.utime(cache.path_for(url), (1, 1))
+    with cache.open(url, _writer(b"abc", calls), size=3) as hit:
+        assert hit.read() == b"abc" and len(calls) == 1
+    assert cache.path_for(url).stat().st_mtime > 1  # a hit is recently used
+    with cache.open(url, _writer(b"abcd", calls), size=4) as refetched:
+        assert refetched.read() == b"abcd" and len(calls) == 2
+    with cache.open(url, _writer(b"zz", calls)) as any_size:
+        assert any_size.read() == b"abcd" and len(calls) == 2
+
+
+def test_get_of_an_empty_object_with_size_zero(tmp_path):
+    cache, calls = ShardCache(tmp_path), []
+    path = cache.get("http://h/empty.tar", _writer(b"", calls), size=0)
+    assert path.read_bytes() == b"" and cache.get("http://h/empty.tar", _writer(b"", calls), size=0) == path
+    assert len(calls) == 1
+
+
+def test_expectations_are_checked_before_anything_is_fetched(tmp_path):
+    cache, calls = ShardCache(tmp_path), []
+    digest = hashlib.sha256(b"abc").hexdigest()
+    for kwargs, message in (
+        ({"sha256": "abc"}, r"^sha256 must be 64 hex digits or None, got 'abc'$"),
+        ({"sha256": digest[:-1] + "g"}, r"^sha256 must be 64 hex digits or None"),
+        ({"sha256": digest + "0"}, r"^sha256 must be 64 hex digits or None"),
+        ({"sha256": b"0" * 64}, r"^sha256 must be 64 hex digits or None"),
+        ({"size": -1}, r"^size must be a non-negative number of bytes or None, got -1$"),
+        ({"size": True}, r"^size must be a non-negative number of bytes or None, got True$"),
+        ({"size": 3.0}, r"^size must be a non-negative number of bytes or None, got 3\.0$"),
+    ):
+        for method in (cache.get, cache.open):
+            with pytest.raises(ValueError, match=message):
+                method("http://h/a.tar", _writer(b"abc", calls), **kwargs)
+    assert calls == [] and os.listdir(tmp_path) == []
+    assert cache.get("http://h/a.tar", _writer(b"abc"), sha256=digest.upper(), size=3).read_bytes() == b"abc"
+
+
+def test_mismatches_name_what_was_expected_and_what_came(tmp_path):
+    cache, url = ShardCache(tmp_path), "http://user:secret@h/a.tar"
+    with pytest.raises(ShardReadError, match=r"http://h/a\.tar: size mismatch: expected 4 bytes, got 3$"):
+        cache.get(url, _writer(b"abc"), size=4)
+    want, got = hashlib.sha256(b"x").hexdigest(), hashlib.sha256(b"abc").hexdigest()
+    with pytest.raises(ShardReadError, match=rf": sha256 mismatch: expected {want}, got {got}$") as info:
+        cache.open(url, _writer(b"abc"), sha256=want.upper())
+    assert info.value.url == "http://h/a.tar" and os.listdir(tmp_path) == []
+
+
+def test_a_multi_chunk_object_is_hashed_whole(tmp_path):
+    data = os.urandom((1 << 20) * 2 + 17)
+    path = ShardCache(tmp_path).get(
+        "http://h/big.tar", _writer(data), sha256=hashlib.sha256(data).hexdigest()
+    )
+    assert path.read_bytes() == data
+    with pytest.raises(ShardReadError, match="sha256 mismatch"):
+        ShardCache(tmp_path).get(
+            "http://h/big2.tar", _writer(data), sha256=hashlib.sha256(data[:-1]).hexdigest()
+        )
+
+
+def test_fetch_errors_name_the_url_without_credentials(tmp_path):
+    cache, url = ShardCache(tmp_path), "http://user:secret@h/a.tar"
+
+    def missing(handle):
+        raise FileNotFoundError("no such object")
+
+    def broken(handle):
+        raise ConnectionResetError("peer reset")
+
+    with pytest.raises(ShardNotFoundError, match=r"^http://h/a\.tar: fetch found nothing: no such object$"):
+        cache.get(url, missing)
+    with pytest.raises(ShardReadError, match=r"^http://h/a\.tar: fetch failed: peer reset$") as info:
+        cache.open(url, broken)
+    assert not isinstance(info.value, ShardNotFoundError) and os.listdir(tmp_path) == []
+
+
+def test_a_cache_folder_removed_under_a_job_is_a_read_error(tmp_path):
+    cache = ShardCache(tmp_path / "c")
+    (tmp_path / "c").rmdir()  # removed under a running job
+    with pytest.raises(
+        ShardReadError, match=r"^http://h/a\.tar: cannot create a temp file in cache .*/c: "
+    ) as info:
+        cache.get("http://h/a.tar", _writer(b"abc"))
+    assert isinstance(info.value.__cause__, OSError)
+
+
+def test_absence_is_remembered_per_url_even_after_the_folder_went(tmp_path):
+    cache = ShardCache(tmp_path / "c")
+    assert not cache.absent("http://h/x.offsets")
+    (tmp_path / "c").rmdir()
+    cache.remember_absent("http://h/x.offsets")
+    cache.remember_absent("http://h/x.offsets")  # twice is fine
+    assert cache.absent("http://h/x.offsets") and not cache.absent("http://h/y.offsets")
+    assert not cache.contains("http://h/x.offsets")
+    marker = cache.path_for("http://h/x.offsets")
+    assert (marker.parent / (marker.name + ".absent")).is_file()
+
+
+def test_only_our_stale_temp_files_go(tmp_path):
+    cache = ShardCache(tmp_path)
+    past = time.time() - STALE_TEMP_AGE - 5
+    recent = time.time() - STALE_TEMP_AGE + 60
+    names = {".a.1.x.tmp": past, ".b.1.x.tmp": recent, ".hidden": past, "c.tmp": past, ".d.tmp.keep": past}
+    for name, when in names.items():
+        (tmp_path / name).write_bytes(b"1234")
+        os.utime(tmp_path / name, (when, when))
+    assert cache.evict() == 4
+    assert sorted(os.listdir(tmp_path)) == [".b.1.x.tmp", ".d.tmp.keep", ".hidden", "c.tmp"]
+    assert cache.total_bytes() == 4  # c.tmp is a published name; dot files never count
+
+
+def test_objects_fetched_in_a_burst_are_evicted_in_fetch_order(tmp_path):
+    """Published files are dated with a fine clock: a burst of fetches keeps its order, ties never decide."""
+    cache = ShardCache(tmp_path, cache_size=100)
+    # Names that sort against the fetch order, so a tie broken by name would evict the newest first.
+    urls = sorted((f"http://h/{i}.tar" for i in range(30)), key=cache.path_for, reverse=True)
+    for url in urls[:10]:
+        cache.get(url, _writer(b"x" * 10))
+    for k, url in enumerate(urls[10:]):
+        cache.get(url, _writer(b"x" * 10))
+        assert [cache.contains(u) for u in urls] == [False] * (k + 1) + [True] * 10 + [False] * (19 - k), k
+
+
+def test_a_fetch_that_keeps_the_remote_mtime_still_publishes_a_recently_used_file(tmp_path):
+    """A download that copies the source's date (as ``cp -p`` would) must not make its file look oldest."""
+    cache = ShardCache(tmp_path, cache_size=20)
+
+    def dated(handle):
+        handle.write(b"b" * 10)
+        handle.flush()
+        os.utime(handle.fileno(), (1, 1))
+
+    cache.get("http://h/a.tar", _writer(b"a" * 10))
+    before = time.time()
+    cache.get("http://h/b.tar", dated)
+    assert cache.path_for("http://h/b.tar").stat().st_mtime >= before - 1
+    cache.get("http://h/c.tar", _writer(b"c" * 10))
+    assert [cache.contains(f"http://h/{n}.tar") for n in "abc"] == [False, True, True]

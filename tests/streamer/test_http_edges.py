@@ -1,0 +1,229 @@
+"""HTTP reading at its edges: the exact retry budget, backoff and Retry-After, statuses, reads of any size."""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+
+import pytest
+
+from shardstream.errors import ShardNotFoundError, ShardReadError
+from streamer.http import HttpOptions, HttpStream, read_http
+from tests.servers import Faults, FaultServer
+
+SIZE = 300_000
+FAST = HttpOptions(connect_timeout=2, read_timeout=0.5, retries=4, backoff=0.001, max_backoff=0.01)
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory):
+    root = tmp_path_factory.mktemp("http-edges")
+    (root / "blob.bin").write_bytes(os.urandom(SIZE))
+    return root
+
+
+@pytest.fixture
+def data(root):
+    return (root / "blob.bin").read_bytes()
+
+
+def _options(**changes):
+    values = {"connect_timeout": 2, "read_timeout": 0.5, "retries": 4, "backoff": 0.001, "max_backoff": 0.01}
+    return HttpOptions(**{**values, **changes})
+
+
+def _read(server, offset=0, options=FAST, path="blob.bin"):
+    with HttpStream(f"{server.url}/{path}", offset, options) as stream:
+        return stream.read()
+
+
+@pytest.mark.parametrize("retries", [0, 1, 3])
+def test_the_retry_budget_is_exactly_retries_failures(root, data, retries):
+    with FaultServer(root, faults=Faults(status_codes=[503] * retries)) as server:
+        assert _read(server, options=_options(retries=retries)) == data
+        assert [r.status for r in server.requests] == [503] * retries + [200]
+    with FaultServer(root, faults=Faults(status_codes=[503] * (retries + 1))) as server:
+        with pytest.raises(
+            ShardReadError, match=rf"blob\.bin at byte 0: HTTP 503; gave up after {retries} retries$"
+        ):
+            _read(server, options=_options(retries=retries))
+        assert server.request_count == retries + 1
+
+
+@pytest.mark.parametrize("status", [429, 500, 502, 503, 599])
+def test_429_and_every_5xx_are_retried(root, data, status):
+    with FaultServer(root, faults=Faults(status_codes=[status, status])) as server:
+        assert _read(server) == data
+        assert [r.status for r in server.requests] == [status, status, 200]
+
+
+@pytest.mark.parametrize("status", [304, 402, 418, 499])
+def test_another_status_is_an_error_at_once_naming_it(root, status):
+    with FaultServer(root, faults=Faults(status_codes=[status])) as server:
+        with pytest.raises(ShardReadError, match=rf"blob\.bin: unexpected HTTP {status}$") as info:
+            _read(server)
+        assert server.request_count == 1 and not isinstance(info.value, ShardNotFoundError)
+
+
+@pytest.mark.parametrize(("status", "name"), [(404, "not found"), (410, "gone")])
+def test_a_missing_object_is_not_found_and_read_http_says_none(root, status, name):
+    with (
+        FaultServer(root, faults=Faults(status_codes=[status])) as server,
+        pytest.raises(ShardNotFoundError, match=rf"blob\.bin: HTTP {status} {name}$"),
+    ):
+        _read(server)
+    with FaultServer(root, faults=Faults(status_codes=[status])) as server:
+        assert read_http(f"{server.url}/blob.bin", FAST) is None
+        assert read_http(f"{server.url}/blob.bin", FAST) == (root / "blob.bin").read_bytes()
+
+
+@pytest.mark.parametrize(
+    ("status", "name"), [(400, "bad request"), (401, "unauthorized"), (403, "forbidden")]
+)
+def test_client_errors_name_their_status(root, status, name):
+    with FaultServer(root, faults=Faults(status_codes=[status, status])) as server:
+        with pytest.raises(ShardReadError, match=rf"blob\.bin: HTTP {status} {name}$") as info:
+            _read(server)
+        assert not isinstance(info.value, ShardNotFoundError)
+        with pytest.raises(ShardReadError, match=rf"blob\.bin: HTTP {status} {name}$"):
+            read_http(f"{server.url}/blob.bin", FAST)  # only a missing object is None
+        assert server.request_count == 2
+
+
+def test_an_offset_at_or_past_the_end_is_416_naming_the_offset(root):
+    with FaultServer(root) as server:
+        for offset in (SIZE, SIZE + 10):
+            with pytest.raises(
+                ShardReadError, match=rf"blob\.bin at byte {offset}: HTTP 416: offset is past the end"
+            ):
+                _read(server, offset)
+        assert server.request_count == 2  # not retried
+        assert _read(server, SIZE - 1) == (root / "blob.bin").read_bytes()[-1:]
+
+
+def test_progress_renews_the_retry_budget(root, data):
+    faults = Faults(drop_after=[20_000] * 6)
+    with FaultServer(root, faults=faults) as server:
+        assert _read(server, options=_options(retries=1)) == data
+        assert len(server.requests) == 7 and [r.fault for r in server.requests][:6] == ["drop"] * 6
+
+
+def test_a_drop_without_progress_uses_the_budget(root):
+    faults = Faults(drop_after=[5000, 0, 0])  # after the progress to 5000: one retry, then out
+    with FaultServer(root, faults=faults) as server:
+        with pytest.raises(
+            ShardReadError, match=r"at byte 5000: connection broke: \w+; gave up after 1 retries$"
+        ):
+            _read(server, options=_options(retries=1))
+        assert [r.range for r in server.requests] == [None, "bytes=5000-"]
+
+
+def test_a_dead_server_is_a_connect_error_after_the_budget():
+    with FaultServer(os.getcwd()) as server:
+        url = f"{server.url}/nothing"
+    with pytest.raises(
+        ShardReadError, match=r"at byte 0: cannot connect: NewConnectionError; gave up after 2 ret"
+    ):
+        HttpStream(url, 0, _options(retries=2))
+
+
+def test_backoff_doubles_from_backoff_with_jitter_capped_at_max_backoff(root, data, monkeypatch):
+    waits: list[float] = []
+    sleep = time.sleep
+    monkeypatch.setattr(time, "sleep", lambda s: waits.append(s) or sleep(s))
+    random.seed(20261201)
+    options = _options(retries=6, backoff=0.002, max_backoff=0.02)
+    with FaultServer(root, faults=Faults(status_codes=[503] * 6)) as server:
+        assert _read(server, options=options) == data
+    bases = [0.002, 0.004, 0.008, 0.016, 0.02, 0.02]
+    ratios = [wait / base for wait, base in zip(waits, bases, strict=True)]
+    assert all(0.5 <= r <= 1.5 for r in ratios), ratios
+    assert max(ratios) - min(ratios) > 0.2 and len(set(ratios)) == len(ratios), ratios  # jittered
+
+
+def test_retry_after_lengthens_the_wait_up_to_max_backoff(root, data, monkeypatch):
+    waits: list[float] = []
+    sleep = time.sleep
+    monkeypatch.setattr(time, "sleep", lambda s: waits.append(s) or sleep(s))
+    with FaultServer(root, faults=Faults(status_codes=[503], retry_after="0.2")) as server:
+        assert _read(server, options=_options(max_backoff=5)) == data
+    with FaultServer(root, faults=Faults(status_codes=[429], retry_after="3")) as server:
+        assert _read(server, options=_options(max_backoff=0.05)) == data
+    with FaultServer(
+        root, faults=Faults(status_codes=[503], retry_after="Wed, 21 Oct 2015 07:28:00 GMT")
+    ) as server:
+        assert _read(server, options=_options(max_backoff=5)) == data
+    assert waits[0] == 0.2 and waits[1] == 0.05 and waits[2] <= 0.0015
+
+
+@pytest.mark.parametrize("size", [1, 7, 4096, 1 << 20])
+def test_reads_of_any_size_give_the_bytes_in_order_through_drops(root, data, size):
+    with (
+        FaultServer(root, faults=Faults(drop_after=[10_001, 50_000])) as server,
+        HttpStream(f"{server.url}/blob.bin", 0, FAST) as stream,
+    ):
+        parts = []
+        while chunk := stream.read(size):
+            assert len(chunk) <= size
+            parts.append(chunk)
+            if size == 1 and len(parts) == 20_000:
+                parts.append(stream.read())  # then the rest at once
+        assert stream.read(size) == b"" and stream.position == SIZE
+    assert b"".join(parts) == data
+
+
+def test_readinto_fills_the_callers_buffer_through_drops_and_ends_with_zero(root, data):
+    with (
+        FaultServer(root, faults=Faults(drop_after=[10_001, 50_000], only="*.bin")) as server,
+        HttpStream(f"{server.url}/blob.bin", 100, FAST) as stream,
+    ):
+        buffer, got = bytearray(65536), bytearray()
+        while count := stream.readinto(buffer):
+            got += buffer[:count]
+        assert stream.readinto(buffer) == 0 and stream.position == SIZE
+    assert bytes(got) == data[100:]
+    assert [r.range for r in server.requests] == ["bytes=100-", "bytes=10101-", "bytes=60101-"]
+
+
+def test_read_none_and_minus_one_read_to_the_end(root, data):
+    with FaultServer(root) as server:
+        with HttpStream(f"{server.url}/blob.bin", 5, FAST) as stream:
+            assert stream.read(None) == data[5:]
+        with HttpStream(f"{server.url}/blob.bin", 0, FAST) as stream:
+            assert stream.read(3) == data[:3] and stream.read(-1) == data[3:] and stream.read() == b""
+        assert HttpStream(f"{server.url}/blob.bin", 0, FAST).readable()
+
+
+def test_readinto_progress_renews_the_retry_budget_too(root, data):
+    with FaultServer(root, faults=Faults(drop_after=[20_000] * 6)) as server:
+        with HttpStream(f"{server.url}/blob.bin", 0, _options(retries=1)) as stream:
+            buffer, got = bytearray(8192), bytearray()
+            while count := stream.readinto(buffer):
+                got += buffer[:count]
+        assert bytes(got) == data and server.request_count == 7
+
+
+@pytest.mark.parametrize("size", [1, 999, 1000, 1001, 65536])
+def test_a_server_that_ignores_range_has_the_bytes_before_the_offset_dropped(root, data, size):
+    with FaultServer(root, faults=Faults(ignore_range=True)) as server:
+        with HttpStream(f"{server.url}/blob.bin", 1000, FAST) as stream:
+            first = stream.read(size)
+            assert first == data[1000 : 1000 + size] and stream.position == 1000 + size
+            assert first + stream.read() == data[1000:]
+        with HttpStream(f"{server.url}/blob.bin", 1000, FAST) as stream:
+            buffer, got = bytearray(size), bytearray()
+            while count := stream.readinto(buffer):
+                got += buffer[:count]
+            assert bytes(got) == data[1000:]
+        assert [(r.range, r.status) for r in server.requests] == [("bytes=1000-", 200)] * 2
+
+
+def test_a_resume_answered_with_the_whole_object_is_refused_not_spliced(root):
+    """Without a range the client cannot know the bytes continue its copy: an error, never a splice."""
+    with FaultServer(root, faults=Faults(ignore_range=True, drop_after=[7000])) as server:
+        with pytest.raises(
+            ShardReadError, match=r"blob\.bin at byte 7000: the object changed between requests"
+        ):
+            _read(server)
+        assert [(r.range, r.status) for r in server.requests] == [(None, 200), ("bytes=7000-", 200)]
