@@ -115,11 +115,21 @@ def test_whole_shards_shuffled_follow_the_permutation():
     assert [plan[k].shard for k in range(len(plan))] == order[1::2]
 
 
+def test_whole_shards_change_order_with_the_seed_and_the_epoch():
+    def order(seed, epoch):
+        plan = WholeShards(40, rank=0, world=1, worker=0, workers=1, seed=seed, epoch=epoch)
+        return [plan[k].shard for k in range(len(plan))]
+
+    orders = [order(seed, epoch) for seed, epoch in ((0, 0), (1, 0), (0, 1), (1, 1))]
+    assert all(sorted(o) == list(range(40)) for o in orders)
+    assert len({tuple(o) for o in orders}) == 4 and order(1, 1) == orders[3]
+
+
 def test_whole_shards_past_the_last_raise_index_error_and_may_be_empty():
     plan = WholeShards(3, rank=0, world=1, worker=0, workers=2, seed=0, epoch=0, shuffle=False)
     assert len(plan) == 2
     for k in (2, -1):
-        with pytest.raises(IndexError):
+        with pytest.raises(IndexError, match=rf"^{k}$"):  # the error names the index asked for
             plan[k]
     empty = WholeShards(2, rank=1, world=2, worker=1, workers=2, seed=0, epoch=0)
     assert len(empty) == 0 and list(empty) == []
@@ -144,14 +154,9 @@ def test_resampled_draws_whole_shards_with_replacement_from_every_shard():
 
 def test_resampled_draws_differ_by_seed_epoch_and_place_but_repeat_for_the_same_ones():
     base = _draws()
-    assert base == _draws()
-    others = [
-        _draws(seed=1),
-        _draws(epoch=1),
-        _draws(rank=1, world=2),
-        _draws(rank=1, world=2, worker=1, workers=2),
-        _draws(rank=1, world=2, worker=0, workers=2),
-    ]
-    for other in others:
-        assert other != base
-    assert len({tuple(d) for d in others}) == len(others)
+    assert base == _draws() and _draws(seed=1) != base and _draws(epoch=1) != base
+    for world, workers in ((2, 1), (1, 3), (2, 2), (3, 2), (2, 3), (4, 3)):
+        # Within one run every (rank, worker) draws its own shards.
+        places = [(rank, worker) for rank in range(world) for worker in range(workers)]
+        draws = {tuple(_draws(rank=r, world=world, worker=w, workers=workers, k=40)) for r, w in places}
+        assert len(draws) == len(places), (world, workers)
