@@ -107,6 +107,11 @@ class HttpStream(io.RawIOBase):
                 url=self.shown,
                 offset=self.position,
             )
+        if response.status == 200 and self.position and total is not None and self.position >= total:
+            response.close()  # a server that ignored Range: what it would say with a 416
+            raise ShardReadError(
+                f"offset is past the end of the object ({total} bytes)", url=self.shown, offset=self.position
+            )
         self._validators = seen
         self._response = response
         # A server that ignored Range sends from byte 0: drop what lies before the offset.
@@ -129,6 +134,11 @@ class HttpStream(io.RawIOBase):
                 self._reconnect(f"connection broke: {_reason(exc)}", exc)
                 continue
             if self._skip:
+                if not data:  # the body ended before the offset (a server that ignored Range, no length)
+                    raise ShardReadError(
+                        f"offset is past the end of the object (it ended {self._skip} bytes before it)",
+                        url=self.shown, offset=self.position,
+                    )  # fmt: skip
                 skipped = min(self._skip, len(data))
                 data, self._skip = data[skipped:], self._skip - skipped
                 if not data and self._skip:

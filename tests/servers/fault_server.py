@@ -182,7 +182,10 @@ class FaultServer(LocalServer):
         length = end - start
         faults = BodyFaults() if head else self._body_faults(matched, length)
         headers["Content-Type"] = "application/octet-stream"
-        headers["Content-Length"] = str(length + (faults.truncate or 0))
+        if self._faults.no_length:  # HTTP/1.0 style: the end of the body is the end of the connection
+            h.close_connection = True
+        else:
+            headers["Content-Length"] = str(length + (faults.truncate or 0))
         entry.status, entry.fault = status, faults.name
         self._record(entry)
         if not send_head(h, status, headers) or head:

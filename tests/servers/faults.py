@@ -19,7 +19,7 @@ class Faults:
     one; an empty list = no more faults). Counts are body bytes of *that* response, not file offsets.
 
     ``only``: fnmatch patterns (``"*.tar"``) of paths the faults apply to; None = all paths. ``forbid``,
-    ``redirect``, ``require_headers``, ``ignore_if_range`` and ``ignore_range`` ignore ``only``.
+    ``redirect``, ``require_headers``, ``ignore_if_range``, ``ignore_range`` and ``no_length`` ignore ``only``.
     """
 
     only: str | Sequence[str] | None = None
@@ -39,6 +39,7 @@ class Faults:
     require_headers: Mapping[str, str] | None = None  # a request lacking any of these (exact values): 401
     ignore_if_range: bool = False  # serve Range as asked even when If-Range names another version (206)
     ignore_range: bool = False  # answer every GET with the whole object (200), as a server without ranges
+    no_length: bool = False  # send no Content-Length: the body ends when the connection closes
 
     def __post_init__(self) -> None:
         if not 0 <= self.stall_seconds <= MAX_STALL_SECONDS:

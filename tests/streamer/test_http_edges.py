@@ -227,3 +227,23 @@ def test_a_resume_answered_with_the_whole_object_is_refused_not_spliced(root):
         ):
             _read(server)
         assert [(r.range, r.status) for r in server.requests] == [(None, 200), ("bytes=7000-", 200)]
+
+
+@pytest.mark.parametrize("no_length", [False, True], ids=["with-length", "no-length"])
+def test_an_offset_at_or_past_the_end_from_a_server_that_ignores_range_is_an_error_not_a_spin(
+    root, data, no_length
+):
+    """The 200 answer's body is all before the offset: an error like the 416 case, at once, not a loop.
+
+    Without a length, a body that ends exactly at the offset cannot be told from an empty rest: b"".
+    """
+    with FaultServer(root, faults=Faults(ignore_range=True, no_length=no_length)) as server:
+        past = (SIZE + 10, SIZE + 1) if no_length else (SIZE, SIZE + 10)
+        for offset in past:
+            with pytest.raises(ShardReadError, match=rf"blob\.bin at byte {offset}: offset is past the end"):
+                _read(server, offset)
+        assert server.request_count == 2  # not retried
+        if no_length:
+            assert _read(server, SIZE) == b""
+        assert _read(server, SIZE - 1) == data[-1:]
+        assert _read(server, 1000) == data[1000:]
