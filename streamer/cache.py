@@ -50,7 +50,11 @@ class ShardCache:
             raise ValueError(f"cache_size must be a positive number of bytes or None, got {cache_size!r}")
         self.cache_dir = Path(cache_dir)
         self.cache_size = cache_size
-        self.cache_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self.cache_dir.mkdir(parents=True, exist_ok=True)
+        except (FileExistsError, NotADirectoryError) as exc:
+            message = f"cache_dir {str(cache_dir)!r} is not a folder (a file is in the way): {exc}"
+            raise ValueError(message) from exc
 
     def __repr__(self) -> str:
         return f"ShardCache({str(self.cache_dir)!r}, cache_size={self.cache_size!r})"
@@ -95,6 +99,9 @@ class ShardCache:
             handle: BinaryIO = open(path, "rb")  # noqa: SIM115 - the caller owns and closes it
         except FileNotFoundError:
             return self._fetch(url, path, fetch, sha256, size)
+        except NotADirectoryError as exc:
+            message = f"cache {self.cache_dir} is no longer a folder: {exc}"
+            raise ShardReadError(message, url=redact(url)) from exc
         if size is not None and os.fstat(handle.fileno()).st_size != size:
             handle.close()
             return self._fetch(url, path, fetch, sha256, size)
@@ -236,7 +243,7 @@ def _verify(handle: BinaryIO, url: str, sha256: str | None, size: int | None) ->
 def _touch_if_valid(path: Path, size: int | None) -> bool:
     try:
         st = os.stat(path)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # no folder: a miss, and the fetch names the cause
         return False
     # A size that disagrees means the remote object changed since it was cached: fetch it again.
     if size is not None and st.st_size != size:

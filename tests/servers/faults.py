@@ -19,7 +19,8 @@ class Faults:
     one; an empty list = no more faults). Counts are body bytes of *that* response, not file offsets.
 
     ``only``: fnmatch patterns (``"*.tar"``) of paths the faults apply to; None = all paths. ``forbid``,
-    ``redirect``, ``require_headers``, ``ignore_if_range``, ``ignore_range`` and ``no_length`` ignore ``only``.
+    ``redirect``, ``require_headers``, ``ignore_if_range``, ``ignore_range`` and ``no_length`` ignore
+    ``only``.
     """
 
     only: str | Sequence[str] | None = None

@@ -216,6 +216,25 @@ def test_a_cache_folder_removed_under_a_job_is_a_read_error(tmp_path):
     assert isinstance(info.value.__cause__, OSError)
 
 
+def test_a_cache_dir_that_is_a_file_is_refused_naming_it(tmp_path):
+    (tmp_path / "c").write_bytes(b"")
+    for folder in (tmp_path / "c", tmp_path / "c" / "sub"):
+        with pytest.raises(ValueError, match=rf"^cache_dir '{re.escape(str(folder))}' is not a folder"):
+            ShardCache(folder)
+
+
+@pytest.mark.parametrize("how", ["get", "open"])
+def test_a_cache_folder_replaced_by_a_file_under_a_job_is_a_read_error(tmp_path, how):
+    cache = ShardCache(tmp_path / "c")
+    (tmp_path / "c").rmdir()
+    (tmp_path / "c").write_bytes(b"not a folder")
+    url = "http://user:secret@h/a.tar"
+    shown = r"^http://h/a\.tar: (cannot create a temp file in )?cache .*/c[: ]"
+    with pytest.raises(ShardReadError, match=shown) as info:
+        getattr(cache, how)(url, _writer(b"abc"))
+    assert isinstance(info.value.__cause__, OSError) and "secret" not in str(info.value)
+
+
 def test_absence_is_remembered_per_url_even_after_the_folder_went(tmp_path):
     cache = ShardCache(tmp_path / "c")
     assert not cache.absent("http://h/x.offsets")
