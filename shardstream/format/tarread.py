@@ -116,13 +116,17 @@ def iter_samples(
                 # adler32's low half is 1 + the byte sum mod 65521, computed in C. This reads the field as
                 # "%06o\0 " (GNU tar, Python's tarfile, our packer), whose own byte sum follows from its
                 # value: 6 * 48 + 32 and the octal digits. Other spellings are checked exactly before they
-                # count as damage.
+                # count as damage. Equal mod 65521 is equal when both sums are below 65521: 256 or more
+                # zero bytes (any short-named ustar header) bound the byte sum to 256 * 255; other headers
+                # are summed exactly.
                 try:
                     expected = int(header[148:154], 8)
                     fast = expected - 256 + 320 + _DIGIT_SUM[expected >> 9] + _DIGIT_SUM[expected & 511]
                 except (ValueError, IndexError):
                     fast = -1
-                if (adler32(header) & 0xFFFF) - 1 - fast not in _SAME and not _checksum_matches(header):
+                if not (
+                    (adler32(header) & 0xFFFF) - 1 == fast < _MOD_ADLER and header.count(0) >= _ZEROS_BOUND
+                ) and not _checksum_matches(header):
                     if header == _ZERO_BLOCK:
                         break  # the end-of-archive block
                     raise ShardReadError("corrupt tar header (checksum mismatch)", url=url, offset=offset)
@@ -215,17 +219,19 @@ _REGULAR = frozenset(b"0\x007")
 _PAX, _GLOBAL_PAX, _LONGNAME = ord("x"), ord("g"), ord("L")
 
 
-_SAME = frozenset(65521 * k for k in range(-3, 4))  # equal modulo 65521; a byte sum stays < 3 * 65521
+_MOD_ADLER = 65521
+_ZEROS_BOUND = 256  # with this many zero bytes a header's byte sum is at most 256 * 255 < _MOD_ADLER
 
 
 def _checksum_matches(header: bytes) -> bool:
-    """The checksum check for any spelling of the field ("%07o\0", " %05o\0 ", ...): off the hot path."""
+    """The exact checksum check, for any spelling of the field ("%07o\0", " %05o\0 ", ...): off the hot
+    path."""
     field = header[148:156]
     try:
         stored = int(field.split(b"\0", 1)[0], 8)
     except ValueError:
         return False
-    return (adler32(header) & 0xFFFF) - 1 - (stored - 256 + sum(field)) in _SAME
+    return stored == sum(header) - sum(field) + 256
 
 
 # The sum of a number's octal digits, for numbers below 512 (three digits); two lookups cover six.

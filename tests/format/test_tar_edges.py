@@ -304,3 +304,39 @@ def test_a_pax_path_leaves_the_names_end_in_the_ustar_field_for_readers_without_
     header = member_header(name, 3)
     ustar = header[-512:]
     assert ustar[:100].rstrip(b"\0") == fallback and ustar[345:500] == bytes(155)
+
+
+def _high_sum_header(name: str, size: int) -> bytes:
+    """A valid header whose byte sum is past 65521 (the adler32 modulus): its unused fields full of 0xff."""
+    block = bytearray(member_header(name, size))
+    for start, end in ((157, 257), (265, 329), (329, 345), (500, 512)):  # linkname, uname+gname, dev, pad
+        block[start:end] = b"\xff" * (end - start)
+    block[345:500] = b"\xfe" * 155  # the name's prefix
+    return _resum(bytes(block))
+
+
+def _with_checksum(header: bytes, value: int) -> bytes:
+    block = bytearray(header)
+    block[148:156] = b"%06o\0 " % value
+    return bytes(block)
+
+
+def test_a_header_with_a_byte_sum_past_the_adler_modulus_is_read(reader):
+    header = _high_sum_header("a.txt", 3)
+    assert sum(header) > 65521
+    samples, _ = _read(header + b"abc" + bytes(padded(3)) + end_of_archive())
+    assert len(samples) == 1 and list(samples[0].values())[-1] == b"abc"
+
+
+@pytest.mark.parametrize(
+    ("high", "off"),
+    [(False, 65521), (False, 2 * 65521), (False, 1), (True, 65521), (True, -65521), (True, -1)],
+)
+def test_a_checksum_off_by_a_multiple_of_the_adler_modulus_is_damage(reader, high, off):
+    """The fast path compares byte sums modulo 65521; a stored checksum 65521 away must still fail."""
+    header = _high_sum_header("a.txt", 3) if high else member_header("a.txt", 3)
+    true = int(header[148:154], 8)
+    archive = member_header("z.txt", 1) + b"z" + bytes(511)
+    archive += _with_checksum(header, true + off) + b"abc" + bytes(padded(3)) + end_of_archive()
+    with pytest.raises(ShardReadError, match=r"at byte 1024: corrupt tar header \(checksum mismatch\)"):
+        _read(archive)
