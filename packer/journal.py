@@ -56,12 +56,15 @@ class Journal:
 
     def load(self, options: dict[str, Any]) -> PackProgress:
         """Read the journal back; refuse when the options differ from the interrupted run's."""
-        lines = self.path.read_text(encoding="utf-8").splitlines()
+        unreadable = f"{self.path}: unreadable resume journal; start over with --overwrite"
+        lines = self.path.read_bytes().splitlines()  # JSON lines hold no raw CR or LF
         try:
-            header = json.loads(lines[0])
-        except (IndexError, json.JSONDecodeError) as exc:
-            raise PackError(f"{self.path}: unreadable resume journal; start over with --overwrite") from exc
-        before = header.get("options", {})
+            header = json.loads(lines[0])  # bytes: any damage (not UTF-8 either) is a ValueError
+        except (IndexError, ValueError) as exc:
+            raise PackError(unreadable) from exc
+        before = header.get("options", {}) if isinstance(header, dict) else None
+        if not isinstance(before, dict):
+            raise PackError(unreadable)
         changed = sorted(k for k in set(before) | set(options) if before.get(k) != options.get(k))
         if changed:
             detail = ", ".join(f"{k}: {before.get(k)!r} -> {options.get(k)!r}" for k in changed)
@@ -70,19 +73,27 @@ class Journal:
                 "or start over with --overwrite"
             )
         progress = PackProgress()
-        for line in lines[1:]:
+        for number, line in enumerate(lines[1:], start=2):
             try:
                 entry = json.loads(line)
-            except json.JSONDecodeError:
+            except ValueError:
                 break  # a line torn by the kill: the shard it names was never recorded, so redo it
-            progress = PackProgress(
-                position=entry["position"],
-                rejects_bytes=entry["rejects_bytes"],
-                samples=entry["samples"],
-                payload_bytes=entry["payload_bytes"],
-                rejected=entry["rejected"],
-                fields=entry["fields"],
-                oversized=entry["oversized"],
-                shards=[*progress.shards, ShardEntry(*entry["shard"])],
-            )
+            try:
+                shard = entry["shard"]
+                progress = PackProgress(
+                    position=entry["position"],
+                    rejects_bytes=entry["rejects_bytes"],
+                    samples=entry["samples"],
+                    payload_bytes=entry["payload_bytes"],
+                    rejected=entry["rejected"],
+                    fields=entry["fields"],
+                    oversized=entry["oversized"],
+                    # None: progress recorded before any shard (every item so far rejected)
+                    shards=progress.shards if shard is None else [*progress.shards, ShardEntry(*shard)],
+                )
+            except (KeyError, TypeError) as exc:  # whole JSON, wrong shape: damage, not a torn line
+                raise PackError(
+                    f"{self.path}: line {number} is not a journal entry ({type(exc).__name__}: {exc}); "
+                    "start over with --overwrite"
+                ) from exc
         return progress

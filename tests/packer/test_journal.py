@@ -91,6 +91,53 @@ def test_an_unreadable_header_is_a_pack_error(tmp_path, text):
         Journal(path).load(OPTIONS)
 
 
+@pytest.mark.parametrize(
+    "data", [b"[1]\n", b'"options"\n', b"null\n", b'{"options": [1]}\n', b'{"options": {"a": "\xff"}}\n']
+)
+def test_a_header_that_is_not_an_options_object_is_a_pack_error(tmp_path, data):
+    path = tmp_path / JOURNAL_NAME
+    path.write_bytes(data)
+    with pytest.raises(PackError, match=r"unreadable resume journal; start over with --overwrite$"):
+        Journal(path).load(OPTIONS)
+
+
+def test_an_entry_recorded_before_any_shard_reads_back(tmp_path):
+    journal = Journal(tmp_path / JOURNAL_NAME)
+    journal.start(OPTIONS)
+    early = PackProgress(position=5, rejects_bytes=80, rejected={"no-extension": 5})
+    journal.record(early)
+    assert json.loads(journal.path.read_text().splitlines()[1])["shard"] is None
+    assert journal.load(dict(OPTIONS)) == early
+    journal.record(_progress(1))
+    assert journal.load(dict(OPTIONS)) == _progress(1)
+
+
+def test_a_line_with_bytes_that_are_not_utf8_ends_the_journal_like_a_torn_one(tmp_path):
+    journal = Journal(tmp_path / JOURNAL_NAME)
+    journal.start(OPTIONS)
+    journal.record(_progress(1))
+    with journal.path.open("ab") as handle:
+        handle.write(b'{"position": 3\xff\xfe}\n')
+    journal.record(_progress(2))
+    assert journal.load(dict(OPTIONS)) == _progress(1)
+
+
+@pytest.mark.parametrize(
+    ("entry", "error"),
+    [({"position": 1}, "KeyError: 'shard'"), ([1, 2], "TypeError: list indices"),
+     ({**_progress(1).to_json(), "shard": ["a.tar", 1]}, "TypeError: ShardEntry")],
+)  # fmt: skip
+def test_a_whole_line_that_is_not_an_entry_is_a_pack_error_naming_the_line(tmp_path, entry, error):
+    journal = Journal(tmp_path / JOURNAL_NAME)
+    journal.start(OPTIONS)
+    journal.record(_progress(1))
+    with journal.path.open("a") as handle:
+        handle.write(json.dumps(entry) + "\n")
+    expected = rf"{JOURNAL_NAME}: line 3 is not a journal entry \({error}.*--overwrite$"
+    with pytest.raises(PackError, match=expected):
+        journal.load(dict(OPTIONS))
+
+
 def test_changed_options_are_refused_naming_each_change_in_order(tmp_path):
     journal = Journal(tmp_path / JOURNAL_NAME)
     journal.start(OPTIONS)
