@@ -105,5 +105,17 @@ def _plan(key: str, key_name: str, files: list[tuple[str, str, str]]) -> SampleP
         check_key(key)
     except KeyRuleError as exc:
         return Reject(source, str(exc), "bad-key")
+    for ext, _real, shown in files:
+        if not _is_utf8(ext):  # the key is fine, but no tar name can hold this member's
+            why = f"{shown!r}: its extension is not valid UTF-8, so no member name can hold it"
+            return Reject(source, why, "bad-key")
     members = tuple(MemberPlan(ext=ext, path=real) for ext, real, _ in files)
     return SamplePlan(key=key, source=source, members=members)
+
+
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate: os.listdir's spelling of bytes that are not UTF-8
+        return False
+    return True

@@ -208,3 +208,20 @@ def test_a_file_name_that_is_not_utf8_is_rejected_not_a_crash(tmp_path):
     assert summary.samples == 1 and summary.rejected == {"bad-key": 1}
     rejects = (tmp_path / "out" / "shardstream-rejects.jsonl").read_text(encoding="utf-8", errors="replace")
     assert "not valid UTF-8" in rejects
+
+
+def test_a_file_whose_extension_is_not_utf8_rejects_its_sample_not_a_crash(tmp_path):
+    import os
+
+    from packer import PackOptions, pack
+
+    source = tmp_path / "src"
+    source.mkdir()
+    (source / "good.txt").write_text("kept")
+    (source / "pair.txt").write_text("its sibling cannot be a member")
+    with open(os.path.join(os.fsencode(source), b"pair.j\xffg"), "wb") as handle:
+        handle.write(b"not packable")
+    summary = pack(source, tmp_path / "out", PackOptions())
+    assert summary.samples == 1 and summary.rejected == {"bad-key": 1}
+    rejects = (tmp_path / "out" / "shardstream-rejects.jsonl").read_text(encoding="utf-8", errors="replace")
+    assert "extension is not valid UTF-8" in rejects and "pair" in rejects
