@@ -131,6 +131,10 @@ class HttpStream(io.RawIOBase):
             try:
                 data = self._response.read(size + self._skip)
             except HTTPError as exc:  # broken connection, timeout, short body: all resumable
+                if self._has_every_byte():
+                    # urllib3 counts only its own reads: after readinto took bytes past it, it calls the
+                    # end of the body short.
+                    return b""
                 self._reconnect(f"connection broke: {_reason(exc)}", exc)
                 continue
             if self._skip:
@@ -173,6 +177,10 @@ class HttpStream(io.RawIOBase):
                 return count
             if self._body_ended():
                 return 0
+
+    def _has_every_byte(self) -> bool:
+        total = self._validators[2] if self._validators else None
+        return total is not None and self.position >= total
 
     def _body_ended(self) -> bool:
         """After an empty read: True at the object's end, else reconnect so the caller reads on."""

@@ -247,3 +247,19 @@ def test_an_offset_at_or_past_the_end_from_a_server_that_ignores_range_is_an_err
             assert _read(server, SIZE) == b""
         assert _read(server, SIZE - 1) == data[-1:]
         assert _read(server, 1000) == data[1000:]
+
+
+@pytest.mark.parametrize("drops", [None, [100_000]], ids=["whole", "dropped"])
+def test_read_and_readinto_mixed_give_every_byte_and_end_cleanly(root, data, drops):
+    """urllib3 counts only the bytes read through it; readinto's must not make the end look short."""
+    with FaultServer(root, faults=Faults(drop_after=drops)) as server:
+        with HttpStream(f"{server.url}/blob.bin", 0, FAST) as stream:
+            got, buffer, turn = bytearray(), bytearray(70_000), 0
+            while True:
+                chunk = bytes(buffer[: stream.readinto(buffer)]) if turn % 2 else stream.read(50_000)
+                if not chunk:
+                    break
+                got += chunk
+                turn += 1
+            assert bytes(got) == data and stream.read(10) == b"" and stream.readinto(buffer) == 0
+        assert len(server.requests) == (1 if drops is None else 2)
