@@ -17,7 +17,7 @@ from urllib3.exceptions import HTTPError, MaxRetryError, SSLError
 
 from shardstream.errors import ShardNotFoundError, ShardReadError
 
-from .httpoptions import HEADERS_ENV, HttpOptions, redact
+from .httpoptions import HEADERS_ENV, HttpOptions, redact, url_credentials
 
 __all__ = ["HEADERS_ENV", "HttpOptions", "HttpStream", "read_http", "redact"]
 
@@ -31,6 +31,7 @@ class HttpStream(io.RawIOBase):
         super().__init__()
         self.url = url
         self.shown = redact(url)
+        self._target, self._url_auth = url_credentials(url)
         self.position = offset
         self.options = options or HttpOptions()
         self._validators: tuple[str | None, str | None, int | None] | None = None
@@ -58,6 +59,8 @@ class HttpStream(io.RawIOBase):
         pool = self.options.pool()
         while True:
             headers = self.options.request_headers()
+            if self._url_auth and not any(name.lower() == "authorization" for name in headers):
+                headers.update(self._url_auth)  # an Authorization header given explicitly wins
             if self.position:
                 headers["Range"] = f"bytes={self.position}-"
                 validator = if_range(self._validators)
@@ -65,7 +68,7 @@ class HttpStream(io.RawIOBase):
                     headers["If-Range"] = validator
             try:
                 response = pool.request(
-                    "GET", self.url, headers=headers, preload_content=False, decode_content=False,
+                    "GET", self._target, headers=headers, preload_content=False, decode_content=False,
                     retries=self.options.redirects_only(),
                 )  # fmt: skip
             except HTTPError as exc:

@@ -5,11 +5,13 @@ Headers (tokens) never appear in errors or logs: ``redact`` is how URLs are show
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import unquote
 
 import urllib3
 
@@ -22,6 +24,19 @@ _pools: dict[tuple[Any, ...], urllib3.PoolManager] = {}
 def redact(url: str) -> str:
     """The URL as errors show it: without user:password (the core's one rule, ``redact_url``)."""
     return redact_url(url)
+
+
+def url_credentials(url: str) -> tuple[str, dict[str, str]]:
+    """The URL to request, without user:password, and the Basic Authorization header they stand for.
+
+    urllib3 sends nothing for a URL's userinfo; browsers and curl send it as Basic auth, and so do we.
+    """
+    parts = urllib3.util.parse_url(url)
+    if parts.auth is None:
+        return url, {}
+    user, _, password = parts.auth.partition(":")
+    token = base64.b64encode(f"{unquote(user)}:{unquote(password)}".encode()).decode("ascii")
+    return parts._replace(auth=None).url, {"Authorization": f"Basic {token}"}
 
 
 @dataclass(frozen=True)

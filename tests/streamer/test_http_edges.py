@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import os
 import random
 import time
@@ -263,3 +264,22 @@ def test_read_and_readinto_mixed_give_every_byte_and_end_cleanly(root, data, dro
                 turn += 1
             assert bytes(got) == data and stream.read(10) == b"" and stream.readinto(buffer) == 0
         assert len(server.requests) == (1 if drops is None else 2)
+
+
+def test_credentials_in_the_url_are_sent_as_basic_auth_and_an_explicit_header_wins(root, data):
+    token = base64.b64encode(b"user name:p@ss:word").decode()
+    needed = {"Authorization": f"Basic {token}"}
+    with FaultServer(root, faults=Faults(require_headers=needed)) as server:
+        url = f"http://user%20name:p%40ss%3Aword@127.0.0.1:{server.port}/blob.bin"
+        with HttpStream(url, 0, FAST) as stream:
+            assert stream.read() == data
+        with HttpStream(url, 1000, FAST) as stream:  # a resume carries them too
+            assert stream.read() == data[1000:]
+        with pytest.raises(ShardReadError, match=r"HTTP 401 unauthorized") as info:
+            HttpStream(f"{server.url}/blob.bin", 0, FAST)
+        assert "p@ss" not in str(info.value)
+        wrong = _options(headers={"authorization": "Bearer other"})
+        with pytest.raises(ShardReadError, match=r"^http://127\.0\.0\.1:\d+/blob\.bin: HTTP 401") as info:
+            HttpStream(url, 0, wrong)
+        assert "p%40ss" not in str(info.value) and "user" not in str(info.value)
+        assert [r.status for r in server.requests] == [200, 206, 401, 401]
