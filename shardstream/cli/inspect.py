@@ -18,8 +18,10 @@ def info_command(index: IndexArgument, as_json: JsonFlag = False) -> None:
     path = index_path(index)
     try:
         loaded = DatasetIndex.load(path)
-    except (OSError, ShardstreamError) as exc:
-        raise fail(f"{path}: {exc}") from exc
+    except ShardstreamError as exc:  # names the file itself
+        raise fail(str(exc)) from exc
+    except OSError as exc:
+        raise fail(f"{path}: {exc.strerror or exc}") from exc
     doc = {
         "pattern": loaded.pattern,
         "shards": len(loaded.shards),
@@ -43,8 +45,10 @@ def verify_command(index: IndexArgument, as_json: JsonFlag = False) -> None:
     path = index_path(index)
     try:
         problems = verify_dataset(path)
-    except (OSError, ShardstreamError) as exc:
-        raise fail(f"{path}: {exc}") from exc
+    except ShardstreamError as exc:  # names the file itself
+        raise fail(str(exc)) from exc
+    except OSError as exc:
+        raise fail(f"{path}: {exc.strerror or exc}") from exc
     if as_json:
         echo_json({"index": str(path), "problems": problems, "ok": not problems})
     else:

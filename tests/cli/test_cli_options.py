@@ -131,3 +131,15 @@ def test_stream_workers_reads_in_worker_processes(tmp_path):
             assert set(readers) == {os.getpid()}
         else:
             assert os.getpid() not in readers and len(set(readers)) == 2, readers
+
+
+@pytest.mark.parametrize("command", ["info", "verify"])
+def test_info_and_verify_name_a_bad_index_once_with_the_reason(tmp_path, command):
+    missing, broken = tmp_path / "gone.json", tmp_path / "broken.json"
+    broken.write_text("{bad")
+    result = runner.invoke(app, [command, str(missing)])
+    assert result.exit_code != 0
+    assert result.output.count(str(missing)) == 1 and "No such file or directory" in result.output
+    result = runner.invoke(app, [command, str(broken)])
+    assert result.exit_code != 0
+    assert result.output.count(str(broken)) == 1 and "not valid JSON" in result.output
