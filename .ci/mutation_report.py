@@ -206,11 +206,39 @@ def _short_change(diff: str) -> str:
     return text.replace("|", "\\|").replace("`", "'")
 
 
+def _glob_files(root: Path, patterns: list[str]) -> set[str]:
+    """The files (relative paths) under ROOT that PATTERNS name: globs of files, or folders (their .py)."""
+    found: set[str] = set()
+    for pattern in patterns:
+        for match in root.glob(pattern.split("::")[0]):
+            files = match.rglob("*.py") if match.is_dir() else [match]
+            found.update(f.relative_to(root).as_posix() for f in files if "__pycache__" not in f.parts)
+    return found
+
+
+def _changed_since(copy: Path, patterns: list[str]) -> list[str]:
+    """The files PATTERNS name that differ between the run's scratch copy COPY and the checkout now."""
+    names = _glob_files(copy, patterns) | _glob_files(REPO, patterns)
+    return sorted(
+        name for name in names
+        if not (copy / name).is_file() or not (REPO / name).is_file()
+        or (copy / name).read_bytes() != (REPO / name).read_bytes()
+    )  # fmt: skip
+
+
+def _freshness(work: Path, summary: dict) -> tuple[list[str], list[str]]:
+    """(code files, test files) changed since the module's run; shared test helpers count as tests."""
+    copy = work / summary["module"]
+    helpers = ["tests/conftest.py", "tests/servers", "tests/streamer/scripts"]
+    return _changed_since(copy, summary["mutate"]), _changed_since(copy, [*summary["tests"], *helpers])
+
+
 def render(work: Path, report: Path) -> None:
     summaries = {}
     for path in sorted(work.glob("*/summary.json")):
         summary = json.loads(path.read_text())
         summaries[summary["module"]] = summary
+    fresh = {name: _freshness(work, s) for name, s in summaries.items()}
     equivalents = _equivalents()
     order = list(modules())
     out = [
@@ -223,6 +251,8 @@ def render(work: Path, report: Path) -> None:
         "timeouts\" also counts a timeout as killed: the mutant made a test hang past its limit (5x its",
         "time plus 30 s). Mutants listed in `.ci/mutation-equivalents.toml` still count as survivors; the",
         "table says why they are equivalent.",
+        "",
+        *_status(summaries, fresh),
         "",
         "| module | files | mutants | killed | survived | timeout | no tests | other | score | with timeouts "
         "| run time |",
@@ -264,6 +294,11 @@ def render(work: Path, report: Path) -> None:
             f" in the stats run). Ran {s['finished']}.",
             "",
         ]
+        code, tests = fresh[name]
+        if code or tests:
+            changed = [f"code: {', '.join(code)}"] if code else []
+            changed += [f"tests: {', '.join(tests)}"] if tests else []
+            out += [f"Changed since this run: {'; '.join(changed)}.", ""]
         if not s["survivors"]:
             out += ["Every mutant killed.", ""]
             continue
@@ -282,6 +317,30 @@ def render(work: Path, report: Path) -> None:
         out += ["## Stale equivalents", "", "In `.ci/mutation-equivalents.toml` but not a survivor now:", ""]
         out += [f"- `{key}`" for key in stale] + [""]
     report.write_text("\n".join(out).rstrip("\n") + "\n")
+
+
+def _status(summaries: dict[str, dict], fresh: dict[str, tuple[list[str], list[str]]]) -> list[str]:
+    """The report's first word: does every module have a run on the code as it is now, at >= 90%?"""
+    missing = [name for name in modules() if name not in summaries]
+    stale = [name for name, (code, _) in fresh.items() if code]
+    retested = [name for name, (code, tests) in fresh.items() if tests and not code]
+    low = [name for name, s in summaries.items() if s["score"] is None or s["score"] < 0.9]
+    ok = not (missing or stale or low)
+    lines = [f"**Status ({datetime.now(timezone.utc):%Y-%m-%d}): {'complete' if ok else 'incomplete'}.**"]
+    if not (missing or stale):
+        lines.append("Every module's run is on its code as it is in this checkout.")
+    if missing:
+        lines.append(f"Not run: {', '.join(missing)}.")
+    for name in stale:
+        lines.append(f"{name}: its code changed since its run ({', '.join(fresh[name][0])}); rerun it.")
+    if retested:
+        lines.append(
+            "Tests changed since the run (tests added since can only kill more; rerun to measure): "
+            f"{', '.join(f'{n} ({len(fresh[n][1])} files)' for n in retested)}."
+        )
+    if low:
+        lines.append(f"Below 90% killed: {', '.join(low)}.")
+    return [" ".join(lines)]
 
 
 def main(argv: list[str]) -> None:
