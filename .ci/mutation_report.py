@@ -2,12 +2,11 @@
 
     mutation_report.py modules                      the module names in [tool.mutmut.modules]
     mutation_report.py files MODULE                 the files MODULE mutates
-    mutation_report.py prepare MODULE DIR [--keep]  DIR: a copy of the checkout set up to mutate MODULE
-    mutation_report.py retest-names DIR             the mutants in DIR that were not killed, one a line
+    mutation_report.py prepare MODULE DIR           DIR: a copy of the checkout set up to mutate MODULE
     mutation_report.py collect MODULE DIR SECONDS   DIR/summary.json and DIR/survivors.txt, from mutmut's
     mutation_report.py render WORK REPORT           REPORT (markdown) from every WORK/*/summary.json
 
-``collect`` and ``retest-names`` import mutmut (and work in DIR, where mutmut finds its files).
+``collect`` imports mutmut (and works in DIR, where mutmut finds its files).
 """
 
 from __future__ import annotations
@@ -93,16 +92,14 @@ def _shared() -> Path | None:
     return next((Path(c) for c in candidates if c and Path(c).is_dir()), None)
 
 
-def prepare(name: str, target: Path, keep: bool) -> None:
+def prepare(name: str, target: Path) -> None:
     """TARGET: the checkout's files (tracked and untracked, not ignored), the built C extension, and a
-    pyproject.toml whose [tool.mutmut] mutates NAME's files against NAME's tests. With KEEP, TARGET/mutants
-    (mutmut's cache: stats and verdicts) stays; everything else is replaced."""
+    pyproject.toml whose [tool.mutmut] mutates NAME's files against NAME's tests; nothing of an earlier run
+    stays."""
     if name not in modules():
         sys.exit(f"unknown module {name!r}; known: {', '.join(modules())}")
     if target.exists():
         for child in target.iterdir():
-            if keep and child.name == "mutants":
-                continue
             if child.is_dir() and not child.is_symlink():
                 shutil.rmtree(child)
             else:
@@ -141,13 +138,6 @@ def _load_results(target: Path) -> dict[str, dict]:
                 "path": path,
             }
     return results
-
-
-def retest_names(target: Path) -> None:
-    os.chdir(target)
-    for key, result in _load_results(target).items():
-        if result["status"] != "killed":
-            print(key)
 
 
 def _equivalents() -> dict[str, str]:
@@ -350,9 +340,7 @@ def main(argv: list[str]) -> None:
     elif command == "files":
         print(" ".join(modules()[args[0]]["mutate"]))
     elif command == "prepare":
-        prepare(args[0], Path(args[1]).resolve(), keep="--keep" in args[2:])
-    elif command == "retest-names":
-        retest_names(Path(args[0]).resolve())
+        prepare(args[0], Path(args[1]).resolve())
     elif command == "collect":
         collect(args[0], Path(args[1]).resolve(), float(args[2]))
     elif command == "render":
