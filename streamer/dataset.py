@@ -10,6 +10,7 @@ each a node with ``reset(state)``/``get_state()``, so the dataset's state is the
 
 from __future__ import annotations
 
+import copy
 import operator
 import os
 import warnings
@@ -124,6 +125,8 @@ class ShardDataset(IterableDataset):
 
     # -- resumption ------------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
+        if self._pending is not None:  # loaded, not yet iterated: a checkpoint now must not lose it
+            return copy.deepcopy(self._pending)
         if self._chain is None:
             return {"epoch": self.epoch, "place": None, "node": None}
         chain, epoch, place = self._chain

@@ -23,7 +23,7 @@ class Mapper(Node):
         self.fn = fn
         self.recovery = recovery or Recovery()
 
-    def get_state(self) -> dict[str, Any]:
+    def _current_state(self) -> dict[str, Any]:
         return {"source": self._source_state()}
 
     def read_one(self, shard: int, index: int) -> Any:

@@ -9,6 +9,8 @@ with any other, whatever their order.
 
 from __future__ import annotations
 
+import copy
+import inspect
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,7 +18,7 @@ Item = tuple[int, int, Any]  # (shard, sample index in the shard, sample)
 
 
 class Node(Iterator[Item]):
-    """Subclasses implement ``_generate(state)`` and ``get_state()``, which must be current at every yield.
+    """Subclasses implement ``_generate(state)`` and ``_current_state()``, current at every yield.
 
     Hot loops keep their position in plain attributes and build the state dict only when asked.
     """
@@ -25,12 +27,21 @@ class Node(Iterator[Item]):
 
     def __init__(self) -> None:
         self._it: Iterator[Item] | None = None
+        self._reset_to: dict[str, Any] | None = None
 
     def reset(self, state: dict[str, Any] | None = None) -> None:
-        """Start again from the beginning, or from a state ``get_state`` returned."""
+        """Start again from the beginning (no state, or an empty one), or from a state ``get_state`` gave."""
+        self._reset_to = dict(state) if state else None
         self._it = self._generate(dict(state) if state else None)
 
     def get_state(self) -> dict[str, Any]:
+        """Where the node stands. Between ``reset`` and the next item its generator has not run, so its
+        attributes still describe the past: the state it was reset to (``{}`` for the start) is the answer."""
+        if self._it is not None and inspect.getgeneratorstate(self._it) == inspect.GEN_CREATED:  # type: ignore[arg-type]
+            return copy.deepcopy(self._reset_to) if self._reset_to else {}
+        return self._current_state()
+
+    def _current_state(self) -> dict[str, Any]:
         raise NotImplementedError
 
     def read_one(self, shard: int, index: int) -> Any:

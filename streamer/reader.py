@@ -28,7 +28,7 @@ class SampleReader(Node):
         self.recovery = recovery or Recovery()
         self._segment = self._segment_start = self._position = 0
 
-    def get_state(self) -> dict[str, Any]:
+    def _current_state(self) -> dict[str, Any]:
         return {"segment": self._segment, "done": self._position - self._segment_start}
 
     def read_one(self, shard: int, index: int) -> dict[str, Any]:

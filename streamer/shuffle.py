@@ -42,7 +42,7 @@ class ShuffleBuffer(Node):
         self._buffer: list[Item] = []
         self._rng = random.Random(seed)
 
-    def get_state(self) -> dict[str, Any]:
+    def _current_state(self) -> dict[str, Any]:
         return {
             "source": self.source.get_state(),
             "buffer": [(shard, index) for shard, index, _ in self._buffer],

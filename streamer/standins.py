@@ -25,7 +25,7 @@ class StandIns(Node):
         self.recovery = recovery
         self._last: Item | None = None  # the last item handed out; its sample None when known by id only
 
-    def get_state(self) -> dict[str, Any]:
+    def _current_state(self) -> dict[str, Any]:
         last = [self._last[0], self._last[1]] if self._last is not None else None
         return {"source": self._source_state(), "owed": self.recovery.owed, "last": last}
 

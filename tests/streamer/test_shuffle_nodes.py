@@ -143,7 +143,7 @@ def test_a_restored_buffer_holds_the_same_samples_and_goes_on_identically(shards
         first = make()
         head = [(s, i) for _, (s, i, _) in zip(range(k), first, strict=False)]
         state = json.loads(json.dumps(first.get_state()))
-        assert len(state["buffer"]) <= 6
+        assert state == {} if k == 0 else len(state["buffer"]) <= 6  # {}: not started, from the start
         second = make()
         second.reset(state)
         rest = list(second)
@@ -332,7 +332,7 @@ class _Counting(Node):
         self.n = n
         self._done = 0
 
-    def get_state(self):
+    def _current_state(self):
         return {"done": self._done}
 
     def _generate(self, state):
