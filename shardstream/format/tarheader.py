@@ -23,14 +23,11 @@ def _octal(value: int, width: int) -> bytes:
 def _split_ustar(name_bytes: bytes) -> tuple[bytes, bytes] | None:
     if len(name_bytes) <= 100:
         return b"", name_bytes
-    # ustar can hold up to 155 bytes of directory in "prefix", cut at a slash.
+    # ustar can hold up to 155 bytes of directory in "prefix", cut at a slash. The last slash that fits
+    # leaves the shortest rest: if that is over 100 bytes (or empty), no cut works.
     cut = name_bytes.rfind(b"/", 0, 156)
-    while cut > 0:
-        prefix, rest = name_bytes[:cut], name_bytes[cut + 1 :]
-        if len(rest) <= 100 and rest:
-            return prefix, rest
-        cut = name_bytes.rfind(b"/", 0, cut)
-    return None
+    rest = name_bytes[cut + 1 :]
+    return (name_bytes[:cut], rest) if cut > 0 and 0 < len(rest) <= 100 else None
 
 
 def _raw_header(name: bytes, prefix: bytes, size: int, typeflag: bytes) -> bytes:

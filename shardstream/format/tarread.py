@@ -23,9 +23,10 @@ except ImportError:
 
 
 def _number(field: bytes, url: str, offset: int) -> int:
-    if field[:1] in (b"\x80", b"\xff"):  # GNU base-256 for sizes past 8 GiB
-        value = int.from_bytes(field[1:], "big")
-        return -value if field[:1] == b"\xff" else value
+    if field[:1] == b"\x80":  # GNU base-256 for sizes past 8 GiB
+        return int.from_bytes(field[1:], "big")
+    if field[:1] == b"\xff":  # GNU base-256, negative: no member has a negative size
+        raise ShardReadError("corrupt tar header (a negative base-256 size)", url=url, offset=offset)
     text = field.split(b"\0", 1)[0].strip()
     try:
         return int(text, 8) if text else 0
@@ -34,18 +35,21 @@ def _number(field: bytes, url: str, offset: int) -> int:
 
 
 def _pax_records(data: bytes) -> dict[str, str]:
+    """``"%d %s=%s\n"`` records (the length counts the whole record); ValueError naming a malformed one."""
     records = {}
     pos = 0
-    while pos < len(data):
+    while pos < len(data) and data[pos]:  # NULs after the records are padding
         space = data.find(b" ", pos)
-        if space < 0:
-            break
-        length = int(data[pos:space])
-        if length <= 0:
-            break
-        key, _, value = data[space + 1 : pos + length - 1].partition(b"=")
+        digits = data[pos:space] if space > pos else b""
+        length = int(digits) if digits.isdigit() else 0
+        end = pos + length
+        if length <= len(digits) + 1 or end > len(data) or data[end - 1] != 0x0A:
+            raise ValueError(f"malformed pax record at byte {pos} of {len(data)}: {data[pos : pos + 40]!r}")
+        key, equals, value = data[space + 1 : end - 1].partition(b"=")
+        if not equals:
+            raise ValueError(f"pax record without '=' at byte {pos}: {data[pos:end]!r}")
         records[key.decode("utf-8", "replace")] = value.decode("utf-8", "surrogateescape")
-        pos += length
+        pos = end
     return records
 
 
@@ -133,6 +137,10 @@ def iter_samples(
                 if first_header is None:
                     first_header = offset
                 if pax and "size" in pax:
+                    if not pax["size"].isdigit():
+                        raise ShardReadError(
+                            f"corrupt pax header (size {pax['size']!r})", url=url, offset=offset - 2 * BLOCK
+                        )
                     size = int(pax["size"])
                 else:
                     try:
@@ -162,7 +170,12 @@ def iter_samples(
                 typeflag = header[156]
                 if typeflag not in _REGULAR:
                     if typeflag == _PAX:
-                        pax = _pax_records(data)
+                        try:
+                            pax = _pax_records(data)
+                        except ValueError as exc:
+                            raise ShardReadError(
+                                f"corrupt pax header ({exc})", url=url, offset=offset - BLOCK - padded_size
+                            ) from exc
                     elif typeflag == _LONGNAME:
                         long_name = data.rstrip(b"\0").decode("utf-8", "surrogateescape")
                     elif typeflag != _GLOBAL_PAX:  # directories, links: not sample members

@@ -340,3 +340,93 @@ def test_a_checksum_off_by_a_multiple_of_the_adler_modulus_is_damage(reader, hig
     archive += _with_checksum(header, true + off) + b"abc" + bytes(padded(3)) + end_of_archive()
     with pytest.raises(ShardReadError, match=r"at byte 1024: corrupt tar header \(checksum mismatch\)"):
         _read(archive)
+
+
+# -- pax records, base-256 and octal sizes, ustar name splits -----------------------------------------
+
+
+def _record(key: bytes, value: bytes) -> bytes:
+    body = b" " + key + b"=" + value + b"\n"
+    length = len(body) + 1
+    while len(str(length)) + len(body) != length:
+        length += 1
+    return str(length).encode() + body
+
+
+def _pax(records: bytes) -> bytes:
+    header = bytearray(member_header("PaxHeader/a", len(records)))
+    header[156:157] = b"x"
+    return _resum(bytes(header)) + records + bytes(padded(len(records)))
+
+
+def test_several_pax_records_are_read_and_nul_padding_after_them_is_ignored(reader):
+    records = _record(b"comment", b"x y=z") + _record(b"path", b"deep/name.txt") + _record(b"mtime", b"1.5")
+    for data in (records, records + bytes(7)):
+        archive = _pax(data) + _member("short.txt", b"abc") + end_of_archive()
+        assert [s["__key__"] for s in _read(archive)[0]] == ["deep/name"]
+
+
+def test_pax_keys_and_values_that_are_not_utf8_are_read(reader):
+    records = _record(b"comm\xffent", b"x") + _record(b"path", b"caf\xe9.txt")
+    samples, _ = _read(_pax(records) + _member("short.txt", b"abc") + end_of_archive())
+    assert [s["__key__"] for s in samples] == ["caf\udce9"]  # surrogateescape: the bytes as they were
+
+
+@pytest.mark.parametrize(
+    "records",
+    [b"no-space-here\n", b" 9 path=a\n", b"0 path=a\n", b"99 path=a.txt\n", b"14 path=a.txt!", b"10 path\n",
+     b"x4 path=a.txt\n", b"3 \n"],
+    ids=["no-space", "no-length", "zero", "too-long", "no-newline", "no-equals", "not-digits", "no-room"],
+)  # fmt: skip
+def test_a_malformed_pax_record_is_named_at_its_header(reader, records):
+    archive = _member("z.txt", b"z") + _pax(records) + _member("a.txt", b"abc") + end_of_archive()
+    expected = r"^u at byte 1024: corrupt pax header \((malformed pax record|pax record without '=')"
+    with pytest.raises(ShardReadError, match=expected):
+        _read(archive)
+
+
+def test_a_pax_size_that_is_not_a_number_is_named(reader):
+    archive = _pax(_record(b"size", b"12x")) + _member("a.txt", b"abc") + end_of_archive()
+    with pytest.raises(ShardReadError, match=r"^u at byte 0: corrupt pax header \(size '12x'\)"):
+        _read(archive)
+
+
+def test_a_negative_base256_size_is_named(reader):
+    header = bytearray(member_header("k.txt", 3))
+    header[124:136] = b"\xff" * 11 + b"\xfd"
+    with pytest.raises(ShardReadError, match=r"^u at byte 0: corrupt tar header \(a negative base-256 size"):
+        _read(_resum(bytes(header)) + b"abc" + bytes(509) + end_of_archive())
+
+
+@pytest.mark.parametrize(("field", "size"), [(b"12\0", 10), (b"  17 \0", 15), (b"777\0", 511)])
+def test_odd_spellings_of_the_size_field_are_octal(reader, field, size):
+    header = bytearray(member_header("k.bin", size))
+    header[124:136] = field.ljust(12, b"\0")
+    data = bytes(range(256)) * 2
+    archive = _resum(bytes(header)) + data[:size] + bytes(padded(size)) + _member("l.txt", b"de")
+    samples, _ = _read(archive + end_of_archive())
+    assert [(s["__key__"], s.get("bin", s.get("txt"))) for s in samples] == [("k", data[:size]), ("l", b"de")]
+
+
+def test_a_size_field_with_a_digit_that_is_not_octal_is_named(reader):
+    header = bytearray(member_header("k.txt", 3))
+    header[124:136] = b"18\0".ljust(12, b"\0")
+    with pytest.raises(ShardReadError, match=r"corrupt tar header \(bad number b'18'\)"):
+        _read(_resum(bytes(header)) + b"abc" + bytes(509) + end_of_archive())
+
+
+def test_a_name_of_exactly_100_bytes_with_a_pax_size_keeps_the_name_field_and_no_pax_path():
+    name = "n" * 96 + ".txt"
+    header = member_header(name, USTAR_MAX + 1)
+    with tarfile.open(fileobj=io.BytesIO(header + bytes(1024)), mode="r|") as tar:
+        member = tar.next()
+    assert (member.name, set(member.pax_headers)) == (name, {"size"})
+    assert header[-512:][:100] == name.encode() and header[-512:][345:500] == bytes(155)
+
+
+def test_a_long_name_is_cut_at_the_last_slash_that_fits_the_prefix():
+    name = "a/" + "d" * 100 + "/" + "n" * 60 + ".txt"  # two slashes in the first 155 bytes: the later one
+    header = member_header(name, 3)
+    assert len(header) == 512
+    assert header[345:500].rstrip(b"\0") == name[:102].encode()
+    assert header[:100].rstrip(b"\0") == b"n" * 60 + b".txt"
