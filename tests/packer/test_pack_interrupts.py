@@ -187,7 +187,7 @@ def images(tmp_path_factory: pytest.TempPathFactory) -> Path:
     import numpy as np
     from PIL import Image
 
-    ramp = (np.add.outer(np.arange(600), np.arange(600)) % 256).astype(np.uint8)
+    ramp = (np.add.outer(np.arange(1400), np.arange(1400)) % 256).astype(np.uint8)
     buffer = io.BytesIO()
     Image.fromarray(np.stack([ramp, ramp.T, ramp // 2], -1)).save(buffer, "PNG", compress_level=1)
     root = tmp_path_factory.mktemp("images") / "src"
