@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import signal
@@ -52,6 +53,14 @@ def _digests(outdir: Path) -> dict[str, str]:
     }
 
 
+def _wait_for_lines(journal: Path, lines: int, seconds: float = 180) -> None:
+    """Until the journal has ``lines`` lines; a clear failure (not a wrong verdict later) if it never does."""
+    deadline = time.monotonic() + seconds
+    while not (journal.exists() and journal.read_text().count("\n") >= lines):
+        assert time.monotonic() < deadline, f"{journal} had fewer than {lines} lines after {seconds} s"
+        time.sleep(0.002)
+
+
 @pytest.fixture(scope="module")
 def many_files(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("many") / "src"
@@ -73,16 +82,17 @@ def test_kill_9_then_resume_gives_identical_output(many_files, tmp_path, workers
     subprocess.run(_cli("pack", str(many_files), str(clean), *args), check=True, capture_output=True)
 
     killed = tmp_path / "killed"
-    proc = subprocess.Popen(_cli("pack", str(many_files), str(killed), *args), stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        _cli("pack", str(many_files), str(killed), *args), stderr=subprocess.PIPE, start_new_session=True
+    )
     journal = killed / JOURNAL_NAME
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if journal.exists() and journal.read_text().count("\n") >= 4:  # header + 3 shards published
-            break
-        time.sleep(0.002)
+    _wait_for_lines(journal, 4)  # header + 3 shards published
+    os.killpg(proc.pid, signal.SIGSTOP)  # frozen first: listing its workers takes time the pack must not get
     helpers = _descendants(proc.pid)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGCONT)  # the workers go on, to find their packer gone
     if workers > 1:
         assert helpers, "the pack should have had worker processes"
         deadline = time.monotonic() + 10
@@ -108,10 +118,7 @@ def test_kill_9_then_resume_gives_identical_output(many_files, tmp_path, workers
 def test_resume_refuses_changed_options(many_files, tmp_path):
     out = tmp_path / "out"
     proc = subprocess.Popen(_cli("pack", str(many_files), str(out), "--max-count", "40", "--quiet"))
-    journal = out / JOURNAL_NAME
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not (journal.exists() and journal.read_text().count("\n") >= 2):
-        time.sleep(0.002)
+    _wait_for_lines(out / JOURNAL_NAME, 2)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     changed = subprocess.run(
