@@ -30,6 +30,7 @@ def _wait_for_result(self, timeout=None):
     )
 
 
-isolation.ForkRunner.wait_for_result = _wait_for_result
-sys.argv[0] = "mutmut"
-cli()
+if __name__ == "__main__":  # not when a spawned DataLoader worker imports this file as __mp_main__
+    isolation.ForkRunner.wait_for_result = _wait_for_result
+    sys.argv[0] = "mutmut"
+    cli()
