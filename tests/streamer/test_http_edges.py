@@ -5,12 +5,14 @@ from __future__ import annotations
 import base64
 import os
 import random
+import ssl
 import time
 
 import pytest
+from urllib3.exceptions import MaxRetryError, ProtocolError, SSLError
 
 from shardstream.errors import ShardNotFoundError, ShardReadError
-from streamer.http import HttpOptions, HttpStream, read_http
+from streamer.http import HttpOptions, HttpStream, _certificate_problem, read_http
 from tests.servers import Faults, FaultServer
 
 SIZE = 300_000
@@ -215,6 +217,7 @@ def test_a_server_that_ignores_range_has_the_bytes_before_the_offset_dropped(roo
         with HttpStream(f"{server.url}/blob.bin", 1000, FAST) as stream:
             buffer, got = bytearray(size), bytearray()
             while count := stream.readinto(buffer):
+                assert count <= size == len(buffer)  # never more than the caller's buffer holds
                 got += buffer[:count]
             assert bytes(got) == data[1000:]
         assert [(r.range, r.status) for r in server.requests] == [("bytes=1000-", 200)] * 2
@@ -283,3 +286,52 @@ def test_credentials_in_the_url_are_sent_as_basic_auth_and_an_explicit_header_wi
             HttpStream(url, 0, wrong)
         assert "p%40ss" not in str(info.value) and "user" not in str(info.value)
         assert [r.status for r in server.requests] == [200, 206, 401, 401]
+
+
+def test_read_of_zero_bytes_reads_nothing(root, data):
+    with FaultServer(root) as server, HttpStream(f"{server.url}/blob.bin", 100, FAST) as stream:
+        assert stream.read(0) == b"" and stream.position == 100
+        assert stream.read(10) == data[100:110]
+
+
+@pytest.mark.parametrize(("how", "error"), [("read", "ProtocolError"), ("readinto", "ConnectionResetError")])
+def test_a_connection_that_breaks_every_time_names_the_break_and_chains_its_cause(root, how, error):
+    faults = Faults(drop_after=[0, 0], reset=True)
+    options = _options(retries=1)
+    with FaultServer(root, faults=faults) as server, HttpStream(f"{server.url}/blob.bin", 0, options) as fh:
+        expected = rf"at byte 0: connection broke: {error}; gave up after 1 retries$"
+        with pytest.raises(ShardReadError, match=expected) as info:
+            if how == "read":
+                fh.read()
+            else:
+                fh.readinto(bytearray(65536))
+    assert info.value.__cause__ is not None  # what it broke with, for the traceback
+
+
+def _verify_failed():
+    return ssl.SSLCertVerificationError(1, "[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed")
+
+
+def _chained(error, cause=None, context=None):
+    error.__cause__, error.__context__ = cause, context
+    return error
+
+
+@pytest.mark.parametrize(
+    ("exc", "expected"),
+    [
+        (_verify_failed(), True),
+        (ssl.SSLError(1, "[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed"), True),  # by its text
+        (MaxRetryError(None, "u", reason=_chained(SSLError("handshake"), cause=_verify_failed())), True),
+        (_chained(ProtocolError("broke"), cause=_verify_failed()), True),
+        (_chained(ProtocolError("broke"), context=_verify_failed()), True),
+        (_chained(ProtocolError("broke"), cause=ProtocolError("again"), context=_verify_failed()), False),
+        (ssl.SSLError(1, "[SSL: WRONG_VERSION_NUMBER] wrong version number"), False),
+        (ssl.SSLError(1, "certificate_verify_failed in lower case is not OpenSSL's"), False),
+        (MaxRetryError(None, "https://h/a.tar", reason=ProtocolError("reset")), False),
+    ],
+    ids=["verify-error", "by-text", "max-retry-reason-cause", "cause", "context", "cause-first", "other-ssl",
+         "lower-case", "no-tls"],
+)  # fmt: skip
+def test_a_certificate_problem_is_found_anywhere_in_the_exception_chain(exc, expected):
+    assert _certificate_problem(exc) is expected
