@@ -163,6 +163,8 @@ class FaultServer(LocalServer):
         size = st.st_size
         etag, last_modified, mtime = validators(st, version)
         headers = {"ETag": etag, "Last-Modified": last_modified, "Accept-Ranges": "bytes"}
+        if self._faults.no_etag:
+            del headers["ETag"]
         code = conditional_status(h.headers, etag, mtime)
         if code is not None:
             return self._simple(h, entry, code, None, head or code == 304, headers)
@@ -175,6 +177,8 @@ class FaultServer(LocalServer):
         if wanted == "unsatisfiable":
             return self._simple(h, entry, 416, None, head, {**headers, "Content-Range": f"bytes */{size}"})
         start, end = wanted if wanted is not None else (0, size)
+        if wanted is not None and self._faults.max_range is not None:
+            end = min(end, start + self._faults.max_range)
         status = 206 if wanted is not None else 200
         if wanted is not None:
             headers["Content-Range"] = f"bytes {start}-{end - 1}/{size}"

@@ -19,8 +19,8 @@ class Faults:
     one; an empty list = no more faults). Counts are body bytes of *that* response, not file offsets.
 
     ``only``: fnmatch patterns (``"*.tar"``) of paths the faults apply to; None = all paths. ``forbid``,
-    ``redirect``, ``require_headers``, ``ignore_if_range``, ``ignore_range`` and ``no_length`` ignore
-    ``only``.
+    ``redirect``, ``require_headers``, ``ignore_if_range``, ``ignore_range``, ``no_length``, ``max_range`` and
+    ``no_etag`` ignore ``only``.
     """
 
     only: str | Sequence[str] | None = None
@@ -41,6 +41,8 @@ class Faults:
     ignore_if_range: bool = False  # serve Range as asked even when If-Range names another version (206)
     ignore_range: bool = False  # answer every GET with the whole object (200), as a server without ranges
     no_length: bool = False  # send no Content-Length: the body ends when the connection closes
+    max_range: int | None = None  # a 206 answer carries at most this many bytes (servers that cap ranges)
+    no_etag: bool = False  # send no ETag, only Last-Modified (servers that only date their objects)
 
     def __post_init__(self) -> None:
         if not 0 <= self.stall_seconds <= MAX_STALL_SECONDS:

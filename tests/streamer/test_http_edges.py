@@ -226,9 +226,11 @@ def test_a_server_that_ignores_range_has_the_bytes_before_the_offset_dropped(roo
 def test_a_resume_answered_with_the_whole_object_is_refused_not_spliced(root):
     """Without a range the client cannot know the bytes continue its copy: an error, never a splice."""
     with FaultServer(root, faults=Faults(ignore_range=True, drop_after=[7000])) as server:
-        with pytest.raises(
-            ShardReadError, match=r"blob\.bin at byte 7000: the object changed between requests"
-        ):
+        expected = (
+            r"blob\.bin at byte 7000: the object changed between requests \(ETag, Last-Modified or length "
+            r"differ\); its shard cannot be resumed without mixing two versions$"
+        )
+        with pytest.raises(ShardReadError, match=expected):
             _read(server)
         assert [(r.range, r.status) for r in server.requests] == [(None, 200), ("bytes=7000-", 200)]
 
@@ -335,3 +337,26 @@ def _chained(error, cause=None, context=None):
 )  # fmt: skip
 def test_a_certificate_problem_is_found_anywhere_in_the_exception_chain(exc, expected):
     assert _certificate_problem(exc) is expected
+
+
+@pytest.mark.parametrize("how", ["read", "readinto"])
+def test_a_server_that_caps_its_range_answers_is_read_on_to_the_end(root, data, how):
+    """The length is the Content-Range's total, not the answer's: a short 206 is followed by another."""
+    with FaultServer(root, faults=Faults(max_range=70_000)) as server:
+        with HttpStream(f"{server.url}/blob.bin", 1000, FAST) as stream:
+            if how == "read":
+                got = stream.read()
+            else:
+                buffer, got = bytearray(65536), b""
+                while count := stream.readinto(buffer):
+                    got += bytes(buffer[:count])
+        assert got == data[1000:]
+        starts = range(1000, SIZE, 70_000)
+        assert [(r.range, r.status) for r in server.requests] == [(f"bytes={s}-", 206) for s in starts]
+
+
+def test_without_an_etag_a_changed_object_is_caught_by_its_last_modified(root):
+    with FaultServer(root, faults=Faults(no_etag=True, change_after=1, drop_after=[7000])) as server:
+        with pytest.raises(ShardReadError, match=r"at byte 7000: the object changed between requests"):
+            _read(server)
+        assert [r.range for r in server.requests] == [None, "bytes=7000-"]
