@@ -150,7 +150,7 @@ class HttpStream(io.RawIOBase):
                     )  # fmt: skip
                 skipped = min(self._skip, len(data))
                 data, self._skip = data[skipped:], self._skip - skipped
-                if not data and self._skip:
+                if not data:  # all before the offset (or exactly up to it): read on
                     continue
             if data:
                 self.position += len(data)

@@ -9,10 +9,11 @@ import ssl
 import time
 
 import pytest
+from urllib3 import HTTPResponse
 from urllib3.exceptions import MaxRetryError, ProtocolError, SSLError
 
 from shardstream.errors import ShardNotFoundError, ShardReadError
-from streamer.http import HttpOptions, HttpStream, _certificate_problem, read_http
+from streamer.http import HttpOptions, HttpStream, _certificate_problem, _total_length, read_http
 from tests.servers import Faults, FaultServer
 
 SIZE = 300_000
@@ -127,8 +128,9 @@ def test_a_dead_server_is_a_connect_error_after_the_budget():
         url = f"{server.url}/nothing"
     with pytest.raises(
         ShardReadError, match=r"at byte 0: cannot connect: NewConnectionError; gave up after 2 ret"
-    ):
+    ) as info:
         HttpStream(url, 0, _options(retries=2))
+    assert info.value.__cause__ is not None  # urllib3's error, for the traceback
 
 
 def test_backoff_doubles_from_backoff_with_jitter_capped_at_max_backoff(root, data, monkeypatch):
@@ -360,3 +362,25 @@ def test_without_an_etag_a_changed_object_is_caught_by_its_last_modified(root):
         with pytest.raises(ShardReadError, match=r"at byte 7000: the object changed between requests"):
             _read(server)
         assert [r.range for r in server.requests] == [None, "bytes=7000-"]
+
+
+def _answer(status, **headers):
+    """A real urllib3 response with these headers and no body (what _total_length reads)."""
+    return HTTPResponse(body=b"", headers=headers, status=status, preload_content=False)
+
+
+@pytest.mark.parametrize(
+    ("response", "offset", "total"),
+    [
+        (_answer(206, **{"Content-Range": "bytes 1000-1999/300000", "Content-Length": "1000"}), 1000, 300000),
+        (_answer(206, **{"Content-Range": "bytes 1000-1999/*", "Content-Length": "1000"}), 1000, None),
+        (_answer(206, **{"Content-Length": "1000"}), 1000, 2000),  # no Content-Range: the offset is added
+        (_answer(200, **{"Content-Length": "300000"}), 0, 300000),
+        (_answer(200, **{"Content-Length": "300000"}), 1000, 300000),  # a 200 is the whole object
+        (_answer(200, **{"Content-Length": "many"}), 0, None),
+        (_answer(200), 0, None),
+    ],
+    ids=["range-total", "range-unknown", "206-by-length", "200", "200-at-offset", "bad-length", "no-length"],
+)
+def test_the_objects_length_comes_from_content_range_else_content_length(response, offset, total):
+    assert _total_length(response, offset) == total
