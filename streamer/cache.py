@@ -97,7 +97,7 @@ class ShardCache:
         path = self.path_for(url)
         try:
             handle: BinaryIO = open(path, "rb")  # noqa: SIM115 - the caller owns and closes it
-        except FileNotFoundError:
+        except (FileNotFoundError, IsADirectoryError):  # a folder in the way is no hit; publishing says why
             return self._fetch(url, path, fetch, sha256, size)
         except NotADirectoryError as exc:
             message = f"cache {self.cache_dir} is no longer a folder: {exc}"
@@ -246,7 +246,7 @@ def _touch_if_valid(path: Path, size: int | None) -> bool:
     except (FileNotFoundError, NotADirectoryError):  # no folder: a miss, and the fetch names the cause
         return False
     # A size that disagrees means the remote object changed since it was cached: fetch it again.
-    if size is not None and st.st_size != size:
+    if not stat.S_ISREG(st.st_mode) or (size is not None and st.st_size != size):
         return False
     return _touch(path)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import shutil
 import stat
 import time
 import warnings
@@ -98,6 +99,8 @@ def test_a_cached_name_is_the_url_hash_then_its_safe_basename(tmp_path):
     digest = hashlib.sha256(url.encode()).hexdigest()[:32]
     assert cache.path_for(url) == tmp_path / f"{digest}-train_000001_copy_.tar"
     assert cache.path_for("https://host/a/b/").name.endswith("-b")
+    assert cache.path_for("https://host/a/BOX").name.endswith("-BOX")  # only slashes are trimmed
+    assert cache.path_for("https://host/a/b/c.tar").name.endswith("-c.tar")
     assert cache.path_for("https://host/").name.endswith("-object")
     assert cache.path_for("https://host").name.endswith("-object")
     long = "https://host/" + "n" * 150 + "-tail.tar"
@@ -293,3 +296,77 @@ def test_a_fetch_that_keeps_the_remote_mtime_still_publishes_a_recently_used_fil
     assert cache.path_for("http://h/b.tar").stat().st_mtime >= before - 1
     cache.get("http://h/c.tar", _writer(b"c" * 10))
     assert [cache.contains(f"http://h/{n}.tar") for n in "abc"] == [False, True, True]
+
+
+@pytest.mark.parametrize("how", ["get", "open"])
+def test_a_folder_where_a_cached_file_belongs_is_no_hit_and_a_publish_error(tmp_path, how):
+    cache = ShardCache(tmp_path / "c")
+    cache.path_for("http://u:pw@h/a.tar").mkdir()
+    expected = r"^http://h/a\.tar: cannot publish to cache .*/c: \[Errno 21\] Is a directory"
+    with pytest.raises(ShardReadError, match=expected) as info:
+        getattr(cache, how)("http://u:pw@h/a.tar", _writer(b"abc"))
+    assert isinstance(info.value.__cause__, IsADirectoryError) and _temps(tmp_path / "c") == []
+
+
+def test_dot_files_and_links_in_the_cache_are_never_counted_or_evicted(tmp_path):
+    cache = ShardCache(tmp_path / "c", cache_size=1000)
+    outside = tmp_path / "big.bin"
+    outside.write_bytes(b"x" * 5000)
+    for i in range(20):
+        (tmp_path / "c" / f".note-{i}").write_bytes(b"y" * 100)
+        cache.get(f"http://h/{i}.tar", _writer(b"z" * 10))
+    (tmp_path / "c" / "zz-link.tar").symlink_to(outside)
+    assert cache.total_bytes() == 200  # 20 files of 10 bytes, whatever order the folder lists them in
+    cache.get("http://h/more.tar", _writer(b"w" * 10))
+    assert cache.total_bytes() == 210 and (tmp_path / "c" / "zz-link.tar").is_symlink()
+
+
+def test_a_stale_looking_link_is_not_a_stale_temp_file(tmp_path):
+    cache = ShardCache(tmp_path / "c")
+    target = tmp_path / "old.bin"
+    target.write_bytes(b"o" * 50)
+    past = time.time() - STALE_TEMP_AGE - 60
+    os.utime(target, (past, past))
+    (tmp_path / "c" / ".a.1.x.tmp").symlink_to(target)  # lstat: the link itself is new
+    assert cache.evict() == 0 and (tmp_path / "c" / ".a.1.x.tmp").is_symlink()
+
+
+def test_evict_frees_the_sum_of_every_stale_temp_file(tmp_path):
+    cache = ShardCache(tmp_path)
+    past = time.time() - STALE_TEMP_AGE - 5
+    for name, size in ((".a.1.x.tmp", 30), (".b.2.y.tmp", 12), (".c.3.z.tmp", 7)):
+        (tmp_path / name).write_bytes(b"t" * size)
+        os.utime(tmp_path / name, (past, past))
+    assert cache.evict() == 49 and os.listdir(tmp_path) == []
+
+
+def test_a_file_used_after_the_new_one_is_evicted_past_it(tmp_path):
+    """Another process used a file "later" than this fetch (clock skew): it goes, the new one stays."""
+    cache = ShardCache(tmp_path, cache_size=100)
+    cache.get("http://h/other.tar", _writer(b"o" * 60))
+    future = time.time() + 3600
+    os.utime(cache.path_for("http://h/other.tar"), (future, future))
+    path = cache.get("http://h/new.tar", _writer(b"n" * 50))
+    assert path.exists() and not cache.contains("http://h/other.tar") and cache.total_bytes() == 50
+
+
+@pytest.mark.parametrize("hit", [False, True], ids=["miss", "hit-of-another-size"])
+def test_open_checks_what_it_fetches_against_the_expected_size_and_sha256(tmp_path, hit):
+    cache = ShardCache(tmp_path)
+    url = "http://h/a.tar"
+    if hit:
+        cache.get(url, _writer(b"old"))
+    right = hashlib.sha256(b"abcd").hexdigest()
+    with pytest.raises(ShardReadError, match=r"size mismatch: expected 5 bytes, got 4"):
+        cache.open(url, _writer(b"abcd"), size=5)
+    with pytest.raises(ShardReadError, match=r"sha256 mismatch"):
+        cache.open(url, _writer(b"abcd"), sha256="0" * 64, size=4 if hit else None)
+    with cache.open(url, _writer(b"abcd"), sha256=right, size=4) as handle:
+        assert handle.read() == b"abcd"
+
+
+def test_absence_is_remembered_after_the_cache_folder_and_its_parents_went(tmp_path):
+    cache = ShardCache(tmp_path / "a" / "b" / "c")
+    shutil.rmtree(tmp_path / "a")
+    cache.remember_absent("http://h/a.tar.offsets")
+    assert cache.absent("http://h/a.tar.offsets") and not cache.absent("http://h/b.tar.offsets")
