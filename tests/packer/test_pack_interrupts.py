@@ -187,7 +187,7 @@ def images(tmp_path_factory: pytest.TempPathFactory) -> Path:
     import numpy as np
     from PIL import Image
 
-    ramp = (np.add.outer(np.arange(1400), np.arange(1400)) % 256).astype(np.uint8)
+    ramp = (np.add.outer(np.arange(600), np.arange(600)) % 256).astype(np.uint8)
     buffer = io.BytesIO()
     Image.fromarray(np.stack([ramp, ramp.T, ramp // 2], -1)).save(buffer, "PNG", compress_level=1)
     root = tmp_path_factory.mktemp("images") / "src"
@@ -210,11 +210,19 @@ def images_packed(images: Path, tmp_path_factory: pytest.TempPathFactory) -> dic
     return digests
 
 
+def _as_in_a_terminal() -> None:
+    # A job started in the background by a non-interactive shell (nohup ... &, a CI runner) inherits
+    # SIGINT ignored, and Python then never raises KeyboardInterrupt; a terminal's Ctrl-C finds it default.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _interrupt_mid_pack(images: Path, out: Path, workers: int) -> tuple[int, str]:
     command = _cli("pack", str(images), str(out), "--max-count", "3", "--image-max-side", "32",
                    "--workers", str(workers), "-q")  # fmt: skip
     # A terminal's Ctrl-C signals the whole foreground process group, workers included.
-    proc = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        command, stderr=subprocess.PIPE, text=True, start_new_session=True, preexec_fn=_as_in_a_terminal
+    )
     journal, next_shard = out / JOURNAL_NAME, out / ".train-000003.tar.tmp"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and not (next_shard.exists() and journal.read_text().count("\n") >= 4):
