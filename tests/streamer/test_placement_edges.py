@@ -160,3 +160,12 @@ def test_resampled_draws_differ_by_seed_epoch_and_place_but_repeat_for_the_same_
         places = [(rank, worker) for rank in range(world) for worker in range(workers)]
         draws = {tuple(_draws(rank=r, world=world, worker=w, workers=workers, k=40)) for r, w in places}
         assert len(draws) == len(places), (world, workers)
+
+
+def test_resampled_draws_are_pinned_so_a_checkpoint_resumes_the_same_stream_after_an_upgrade():
+    """The draws are part of what a saved state means: any change to them is a format change, on purpose."""
+    place = {"rank": 1, "world": 2, "worker": 1, "workers": 3, "seed": 7, "epoch": 3}
+    drawn = ResampledShards(1000, **place)
+    assert [drawn[k].shard for k in range(12)] == [311, 499, 745, 271, 398, 833, 582, 824, 519, 390, 601, 711]
+    first = ResampledShards(1000, rank=0, world=1, worker=0, workers=1, seed=0, epoch=0)
+    assert [first[k].shard for k in range(12)] == [80, 337, 851, 856, 430, 448, 75, 233, 972, 286, 704, 237]
