@@ -15,14 +15,15 @@ class RejectsReport:
 
     def __init__(self, path: Path, *, keep_bytes: int = 0) -> None:
         self.path = path
-        mode = "r+b" if keep_bytes and path.exists() else "wb"
-        self._handle = open(path, mode)  # noqa: SIM115 - closed in __exit__
-        self._handle.truncate(keep_bytes if mode == "r+b" else 0)
-        self._handle.seek(0, os.SEEK_END)
         self.count_total = 0
-        if mode == "r+b":  # only a kept file has lines to count; a fresh one is write-only
-            self._handle.seek(0)
-            self.count_total = sum(1 for _ in self._handle)
+        if not keep_bytes:
+            self._handle = open(path, "wb")  # noqa: SIM115 - closed in __exit__
+            return
+        # A resume: the pack checked that the file holds at least keep_bytes (else it refused to resume).
+        self._handle = open(path, "r+b")  # noqa: SIM115 - closed in __exit__
+        self._handle.truncate(keep_bytes)
+        self.count_total = sum(1 for _ in self._handle)  # the kept lines, read from the start
+        self._handle.seek(0, os.SEEK_END)
 
     def write(self, reject: Reject) -> None:
         line = json.dumps(reject.to_json(), ensure_ascii=False) + "\n"
