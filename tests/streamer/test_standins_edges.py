@@ -94,3 +94,15 @@ def test_repeats_of_a_dict_are_fresh_copies_and_other_samples_are_repeated_as_th
 
 def test_a_stand_ins_node_without_a_source_yet_has_an_empty_source_state():
     assert StandIns(None, Recovery()).get_state() == {"source": {}, "owed": 0, "last": None}  # type: ignore[arg-type]
+
+
+def test_a_state_given_out_before_the_first_item_is_a_copy_the_caller_may_change():
+    node, _ = _chain(SAMPLES)
+    saved = {"source": {"position": 4}, "owed": 3, "last": [0, 0]}
+    node.reset(saved)
+    given = node.get_state()
+    assert given == saved and given is not saved
+    given["source"]["position"] = 99  # e.g. a checkpoint tool that rewrites what it saves
+    given["last"].append(7)
+    assert node.get_state() == {"source": {"position": 4}, "owed": 3, "last": [0, 0]}
+    assert _ids(node) == [0, 0, 0, 4, 5, 5]  # the three owed repeats of sample 0, then on from 4
