@@ -429,3 +429,12 @@ def test_a_long_name_is_cut_at_the_last_slash_that_fits_the_prefix():
     assert len(header) == 512
     assert header[345:500].rstrip(b"\0") == name[:102].encode()
     assert header[:100].rstrip(b"\0") == b"n" * 60 + b".txt"
+
+
+def test_a_one_byte_rest_after_the_prefix_is_a_ustar_split_and_a_trailing_slash_never_is():
+    short_rest = "d" * 120 + "/x"
+    assert len(member_header(short_rest, 0)) == 512  # prefix "ddd...", name "x"
+    with tarfile.open(fileobj=io.BytesIO(member_header(short_rest, 0) + bytes(1024)), mode="r|") as tar:
+        assert tar.next().name == short_rest
+    trailing = "d" * 120 + "/"
+    assert len(member_header(trailing, 0)) == 3 * 512  # an empty name field would lose it: a pax path
