@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
 
 from ..errors import ShardstreamError
@@ -18,10 +20,8 @@ def info_command(index: IndexArgument, as_json: JsonFlag = False) -> None:
     path = index_path(index)
     try:
         loaded = DatasetIndex.load(path)
-    except ShardstreamError as exc:  # names the file itself
-        raise fail(str(exc)) from exc
-    except OSError as exc:
-        raise fail(f"{path}: {exc.strerror or exc}") from exc
+    except (OSError, ShardstreamError) as exc:
+        raise _index_failure(path, exc) from exc
     doc = {
         "pattern": loaded.pattern,
         "shards": len(loaded.shards),
@@ -45,10 +45,8 @@ def verify_command(index: IndexArgument, as_json: JsonFlag = False) -> None:
     path = index_path(index)
     try:
         problems = verify_dataset(path)
-    except ShardstreamError as exc:  # names the file itself
-        raise fail(str(exc)) from exc
-    except OSError as exc:
-        raise fail(f"{path}: {exc.strerror or exc}") from exc
+    except (OSError, ShardstreamError) as exc:
+        raise _index_failure(path, exc) from exc
     if as_json:
         echo_json({"index": str(path), "problems": problems, "ok": not problems})
     else:
@@ -57,3 +55,10 @@ def verify_command(index: IndexArgument, as_json: JsonFlag = False) -> None:
         typer.echo("ok" if not problems else f"{len(problems)} problem(s)")
     if problems:
         raise typer.Exit(1)
+
+
+def _index_failure(path: Path, exc: OSError | ShardstreamError) -> typer.Exit:
+    """The error for an index that cannot be read, naming it once: a ShardstreamError names it itself."""
+    if isinstance(exc, ShardstreamError):
+        return fail(str(exc))
+    return fail(f"{path}: {exc.strerror or exc}")
