@@ -14,6 +14,8 @@ _EXPORTS = {
     "Errors": "options",
     "HttpOptions": "httpoptions",
     "Mapper": "mapper",
+    "MixSource": "mixture",
+    "Mixture": "mixture",
     "ON_ERROR": "options",
     "OpenOptions": "openers",
     "Padded": "collate",

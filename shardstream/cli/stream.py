@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections import Counter
 from typing import Annotated, Any
 
 import typer
@@ -10,7 +11,11 @@ import typer
 from ..errors import ShardstreamError, redact_url
 from .common import JsonFlag, echo_json, fail
 
-Source = Annotated[str, typer.Argument(help="An index (path, folder or URL), or a brace pattern.")]
+Source = Annotated[
+    str,
+    typer.Argument(help="An index (path, folder or URL), a brace pattern, or a mixture's YAML file "
+                   "(configs/mixture-example.yaml)."),
+]  # fmt: skip
 Workers = Annotated[int, typer.Option(help="DataLoader workers.")]
 Decode = Annotated[bool, typer.Option(help="Decode members (images to tensors), or keep bytes.")]
 Limit = Annotated[int | None, typer.Option(help="Stop after this many samples.")]
@@ -32,13 +37,12 @@ def stream_command(
     """Stream a dataset as training would and report samples/s, members seen and errors.
 
     Example: shardstream stream https://host/data/shardstream-index.json --workers 2 --limit 10000
-    """
-    from streamer import ShardDataset
 
+    Example: shardstream stream configs/mixture-example.yaml --json (a mixture: samples per source too)
+    """
     try:
-        dataset = ShardDataset(source, decode=decode, image="torch", rank=rank, world_size=world_size,
-                               on_error=on_error)  # fmt: skip
-        count, members, seconds = _read(dataset, workers, limit)
+        dataset = _dataset(source, decode=decode, rank=rank, world_size=world_size, on_error=on_error)
+        count, members, sources, seconds = _read(dataset, workers, limit)
     except (ShardstreamError, ValueError) as exc:
         raise fail(str(exc)) from exc
     summary = {
@@ -49,26 +53,54 @@ def stream_command(
         "members": dict(sorted(members.items())),
         "errors": dataset.errors,
     }
+    if sources:
+        summary["sources"] = dict(sorted(sources.items()))
     if as_json:
         echo_json(summary)
         return
     typer.echo(f"{count} samples in {seconds:.2f}s ({summary['samples_per_s']} samples/s)")
     typer.echo(f"members: {summary['members']}")
+    if "sources" in summary:
+        typer.echo(f"sources: {summary['sources']}")
     typer.echo(f"errors:  {summary['errors']}")
 
 
-def _read(dataset: Any, workers: int, limit: int | None) -> tuple[int, dict[str, int], float]:
-    """Read up to ``limit`` samples through a DataLoader: (samples, members seen by name, seconds)."""
+def is_mixture(source: str) -> bool:
+    return source.endswith((".yaml", ".yml"))
+
+
+def _dataset(source: str, *, decode: bool, rank: int, world_size: int, on_error: str) -> Any:
+    """A ShardDataset, or a Mixture when ``source`` is a mixture's YAML file."""
+    if not is_mixture(source):
+        from streamer import ShardDataset
+
+        return ShardDataset(source, decode=decode, image="torch", rank=rank, world_size=world_size,
+                            on_error=on_error)  # fmt: skip
+    from streamer.mixconfig import load_mixture
+    from streamer.mixture import Mixture
+
+    sources, options = load_mixture(source)
+    if not decode:
+        sources = [{**s, "decode": False} for s in sources]
+    try:
+        return Mixture(sources, **{**options, "rank": rank, "world_size": world_size, "on_error": on_error})
+    except ValueError as exc:
+        raise ValueError(f"{source}: {exc}") from exc
+
+
+def _read(dataset: Any, workers: int, limit: int | None) -> tuple[int, Counter[str], Counter[str], float]:
+    """Read up to ``limit`` samples through a DataLoader: (samples, members seen by name, samples by source
+    for a mixture, seconds)."""
     from torch.utils.data import DataLoader
 
     loader = DataLoader(dataset, batch_size=None, num_workers=workers)
     started = time.monotonic()
-    count, members = 0, {}
+    count, members, sources = 0, Counter[str](), Counter[str]()
     for sample in loader:
         count += 1
-        for name in sample:
-            if not name.startswith("__"):
-                members[name] = members.get(name, 0) + 1
+        members.update(name for name in sample if not name.startswith("__"))
+        if "__source__" in sample:
+            sources[sample["__source__"]] += 1
         if limit is not None and count >= limit:
             break
-    return count, members, time.monotonic() - started
+    return count, members, sources, time.monotonic() - started

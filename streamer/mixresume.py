@@ -1,0 +1,98 @@
+"""Restoring a Mixture: the same mixture continues exactly; a changed one carries every source on.
+
+A state names, for every source, where its pass stream stood at the epoch's start and how far an epoch
+moves it. Loaded into the same mixture (same sources, same budgets), the saved chain continues as if never
+stopped. Loaded into a changed one (weights changed, sources added or removed) at an epoch boundary,
+every remaining source's pass stream goes on from where the saved run left it — no sample of a pass
+repeated or skipped — and new sources start at their first pass. A change in the middle of an epoch is
+refused: the other ranks' and workers' unread parts of the epoch are not in this state.
+
+A StatefulDataLoader's own state is taken too. That matters at an epoch's end: the loader then starts the
+next epoch without handing its workers any state, so a changed mixture learns where its sources stand
+only from ``mixture.load_state_dict(loader_state)``, called before the loader starts its workers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from torch.utils.data import get_worker_info
+
+if TYPE_CHECKING:
+    from .mixture import Mixture, Place
+
+FINISHED = "finished"
+
+
+def restore_point(mixture: Mixture, state: Mapping[str, Any]) -> None:
+    """Check a loaded state and set where each source's pass stream stands; raise ValueError if unusable."""
+    if "_snapshot" in state or "dataset_state" in state:  # a StatefulDataLoader's
+        states, finished = _loader_states(state)
+        if not states:
+            raise ValueError("the loader state holds no dataset state (was it saved before the first batch?)")
+        mixture._pending = None  # the loader hands each worker its own state; the parent keeps none
+        ended = {**states[0], "left": 0} if finished else states[0]
+        _set_origins(mixture, ended, keep_pending=False)
+        return
+    _set_origins(mixture, state, keep_pending=True)
+
+
+def _loader_states(state: Mapping[str, Any]) -> tuple[list[Mapping[str, Any]], bool]:
+    finished = bool(state.get("_iterator_finished"))
+    if "dataset_state" in state:
+        return ([state["dataset_state"]] if state["dataset_state"] else []), finished
+    snapshot = state["_snapshot"]
+    workers = snapshot.get("_worker_snapshots") or {}
+    states = [w["dataset_state"] for w in workers.values() if w.get("dataset_state")]
+    main = snapshot.get("_main_snapshot") or {}
+    if not states and main.get("dataset_state"):
+        states = [main["dataset_state"]]
+    return states, finished
+
+
+def _set_origins(mixture: Mixture, state: Mapping[str, Any], *, keep_pending: bool) -> None:
+    saved = state.get("sources")
+    if not isinstance(saved, Mapping) or "epoch" not in state:
+        raise ValueError("not a Mixture state: it has no 'sources' (was it saved by a ShardDataset?)")
+    epoch = int(state["epoch"])
+    place = state.get("place")
+    info = get_worker_info()
+    world = int(place[1]) if place else mixture.placement.resolve()[1]
+    workers = int(place[3]) if place else (info.num_workers if info is not None else 1)
+    per_epoch = dict(zip(mixture.names, mixture.plan(world, workers).per_epoch(), strict=True))
+    starts = {str(name): (int(value[0]), int(value[1])) for name, value in saved.items()}
+    if {name: moved for name, (_, moved) in starts.items()} == per_epoch:
+        mixture._origins = {name: (epoch, start) for name, (start, _) in starts.items()}
+        return
+    node, left = state.get("node"), state.get("left")
+    if node is None:  # the epoch had not begun: it begins under the new mixture
+        mixture._origins = {name: (epoch, start) for name, (start, _) in starts.items()}
+        return
+    if left != 0:
+        raise ValueError(
+            f"the mixture changed (saved sources {sorted(starts)} with per-epoch amounts "
+            f"{ {n: m for n, (_, m) in starts.items()} }, now {per_epoch}) but the state was saved in the "
+            f"middle of epoch {epoch}; change a mixture at an epoch boundary (a state saved after an "
+            "epoch's last sample, or before its first)"
+        )
+    mixture._origins = {name: (epoch + 1, start + moved) for name, (start, moved) in starts.items()}
+    if keep_pending:
+        mixture._pending = {**state, "node": FINISHED}
+
+
+def resume_point(mixture: Mixture, place: Place) -> tuple[int, dict[str, Any] | str | None]:
+    """The epoch to read and the chain state to start from (``FINISHED``: nothing left of that epoch)."""
+    pending, mixture._pending = mixture._pending, None
+    if not pending:
+        return mixture.epoch, None
+    epoch, node = int(pending["epoch"]), pending.get("node")
+    if node is None or node == FINISHED:
+        return epoch, node
+    saved = tuple(pending["place"])
+    if saved != place:
+        raise ValueError(
+            f"state was saved at (rank, world, worker, workers)={saved} but this run is at {place}; "
+            "the stream depends on world size and worker count, so resume with the same ones"
+        )
+    return epoch, node

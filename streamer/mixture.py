@@ -1,0 +1,321 @@
+"""Mixture: many counted datasets read as one, in planned proportions — exact at every prefix, resumable.
+
+Each source is a dataset we can read with counts (the packer's index: a folder, a path or a URL) with a
+``weight``, ``repeat`` or ``samples`` (``mixplan.py``); every sample carries ``__source__``. A worker's
+stream is the plan's interleave over its per-source budgets (``mixreader.py``); each source moves along
+its own pass stream (``passes.py``) from epoch to epoch, so a source read less than once an epoch carries
+on where it stopped, and one read more often is read in whole passes. Trade-off: one plan for everyone
+means the rank's length is fixed by the epoch size, not by the sources' sizes.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
+from typing import Any
+
+from torch.utils.data import IterableDataset, get_worker_info
+
+from shardstream.errors import FormatError
+from shardstream.sizes import parse_size
+
+from .httpoptions import HttpOptions
+from .mixplan import KINDS, MixturePlan, Share, plan_mixture
+from .mixreader import MixtureReader, SourceWindows
+from .nodes import Node
+from .openers import OpenOptions, scheme_of
+from .options import Errors, Placement
+from .passes import PassStream
+from .recovery import Recovery
+from .shardopener import ShardOpener
+from .shards import ShardList
+from .shared import SharedState
+from .shuffle import check_buffer
+from .standins import StandIns
+
+Place = tuple[int, int, int, int]  # rank, world, worker, workers
+DECODE_KEYS = ("decode", "image", "image_size", "audio_rate", "audio_mono", "video_frames", "decoders")
+
+
+@dataclass(frozen=True)
+class MixSource:
+    """One source of a mixture: where it is, how much of it an epoch reads, how its samples decode."""
+
+    path: str | os.PathLike[str]
+    name: str | None = None
+    weight: float | None = None
+    repeat: float | None = None
+    samples: int | None = None
+    fields: Sequence[str] | None = None
+    decode: Any = True
+    image: str = "pil"
+    image_size: int | tuple[int, int] | None = None
+    audio_rate: int | None = None
+    audio_mono: bool = False
+    video_frames: int | None = None
+    decoders: Mapping[str, Any] | None = None
+
+    @classmethod
+    def of(cls, spec: MixSource | Mapping[str, Any], position: int) -> MixSource:
+        """A MixSource from itself or a mapping (one YAML entry); unknown keys are named, with the known."""
+        if isinstance(spec, MixSource):
+            return spec
+        if not isinstance(spec, Mapping):
+            raise ValueError(f"source {position}: expected a mapping with a path and a weight, not {spec!r}")
+        known = [f.name for f in fields(cls)]
+        label = f"source {position} ({spec.get('name') or spec.get('path')!r})"
+        for key in spec:
+            if key not in known:
+                raise ValueError(f"{label}: unknown key {key!r}; a source takes {', '.join(known)}")
+        if "path" not in spec:
+            raise ValueError(f"{label}: no 'path' (the dataset's index, folder or URL)")
+        return cls(**spec)
+
+    def label(self) -> str:
+        if self.name is not None:
+            return str(self.name)
+        text = os.fspath(self.path).rstrip("/")
+        if text.endswith(".json"):
+            text = os.path.dirname(text)
+        return os.path.basename(text) or text
+
+    def share(self, size: int) -> Share:
+        given = [(kind, getattr(self, kind)) for kind in KINDS if getattr(self, kind) is not None]
+        if len(given) != 1:
+            raise ValueError(f"source {self.label()!r}: give exactly one of weight, repeat or samples, "
+                             f"not {dict(given) or 'none'}")  # fmt: skip
+        kind, value = given[0]
+        return Share(self.label(), size, kind, value)
+
+
+class Mixture(IterableDataset):
+    """Samples of several datasets in planned proportions; see the module docstring.
+
+    ``sources``: MixSource objects or mappings (``{"path": "data/coco", "weight": 0.5, "image_size": 224}``).
+    Reading options (shuffle, seed, errors, placement, HTTP, cache) are ShardDataset's and apply to all;
+    ``buffer_size`` is shared by all sources in proportion to their budgets (at least one sample each).
+    """
+
+    def __init__(
+        self,
+        sources: Sequence[MixSource | Mapping[str, Any]],
+        *,
+        epoch_size: int | None = None,
+        shuffle: bool = True,
+        seed: int = 0,
+        buffer_size: int = 1000,
+        remainder: str = "drop",
+        on_error: str = "raise",
+        keep_length: bool = True,
+        rank: int | None = None,
+        world_size: int | None = None,
+        http: HttpOptions | None = None,
+        cache_dir: str | os.PathLike[str] | None = None,
+        cache_size: int | str | None = None,
+        prefetch: int | None = None,
+        prefetch_bytes: int = 16 << 20,
+        max_open: int = 32,
+    ) -> None:
+        super().__init__()
+        if isinstance(sources, (str, os.PathLike, Mapping)) or not sources:
+            raise ValueError(
+                "sources must be a non-empty list of sources (path plus weight, repeat or samples)"
+            )
+        self.sources = [MixSource.of(s, i) for i, s in enumerate(sources)]
+        self.placement = Placement(shuffle=shuffle, seed=seed, remainder=remainder, rank=rank,
+                                   world_size=world_size)  # fmt: skip
+        self.error_handling = Errors(on_error=on_error, keep_length=keep_length)
+        check_buffer(buffer_size, None)
+        if max_open < 1:
+            raise ValueError(f"max_open must be >= 1, not {max_open}")
+        self.buffer_size, self.epoch_size, self.max_open = buffer_size, epoch_size, max_open
+        if isinstance(cache_size, str):
+            cache_size = parse_size(cache_size, name="cache_size")
+        cache = os.fspath(cache_dir) if cache_dir is not None else None
+        self.opening = OpenOptions(http=http or HttpOptions(), cache_dir=cache, cache_size=cache_size)
+        self.shard_lists = [_counted_shards(s, self.opening) for s in self.sources]
+        self.shares = [
+            s.share(int(shards.total)) for s, shards in zip(self.sources, self.shard_lists, strict=True)
+        ]
+        self.names = [share.name for share in self.shares]
+        self.decoders = [_decoder(s) for s in self.sources]
+        if prefetch is None:
+            remote = any(scheme_of(shards.urls[0]) not in ("file", "pipe") for shards in self.shard_lists)
+            prefetch = 1 if remote else 0
+        self.prefetch, self.prefetch_bytes = prefetch, prefetch_bytes
+        self.plan(self.placement.resolve()[1], 1)  # every error in the sources shows now, in the parent
+        self._origins: dict[str, tuple[int, int]] = {}  # name -> (epoch, its pass-stream start then)
+        self._shared = SharedState()
+        self._pending: dict[str, Any] | None = None
+        self._chain: tuple[Node, int, Place] | None = None
+
+    @classmethod
+    def from_yaml(cls, path: str | os.PathLike[str], **overrides: Any) -> Mixture:
+        """A mixture from a YAML file (``configs/mixture-example.yaml``); keywords override its options."""
+        from .mixconfig import load_mixture
+
+        sources, options = load_mixture(path)
+        try:
+            return cls(sources, **{**options, **overrides})
+        except ValueError as exc:
+            raise ValueError(f"{os.fspath(path)}: {exc}") from exc
+
+    # -- the plan --------------------------------------------------------------------------------------
+    def plan(self, world: int, workers: int) -> MixturePlan:
+        return plan_mixture(self.shares, world=world, workers=workers, epoch_size=self.epoch_size,
+                            remainder=self.placement.remainder)  # fmt: skip
+
+    def starts(self, epoch: int, plan: MixturePlan) -> list[int]:
+        """Where each source's run of this epoch begins in its pass stream."""
+        out = []
+        for name, per_epoch in zip(self.names, plan.per_epoch(), strict=True):
+            first_epoch, start = self._origins.get(name, (0, 0))
+            out.append(start + (epoch - first_epoch) * per_epoch)
+        return out
+
+    # -- epochs, counts, errors ------------------------------------------------------------------------
+    def set_epoch(self, epoch: int) -> None:
+        self._shared.epoch = epoch
+
+    @property
+    def epoch(self) -> int:
+        return self._shared.epoch
+
+    @property
+    def errors(self) -> dict[str, int]:
+        return self._shared.counts()
+
+    def __len__(self) -> int:
+        """Samples this rank yields per epoch: the same on every rank, whatever the worker count."""
+        return self.plan(self.placement.resolve()[1], 1).rank_length
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["placement"] = self.placement.resolved()  # spawned workers cannot see the process group
+        state["_chain"] = None
+        return state
+
+    # -- resumption ------------------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        if self._pending is not None:
+            return copy.deepcopy(self._pending)
+        if self._chain is None:
+            return {"epoch": self.epoch, "place": None, "node": None, "sources": self._sources_at(self.epoch)}
+        chain, epoch, place = self._chain
+        node = chain.get_state()
+        return {"epoch": epoch, "place": list(place), "node": node, "left": self._left(node, place),
+                "sources": self._sources_at(epoch, place[3])}  # fmt: skip
+
+    def _left(self, node: Mapping[str, Any], place: Place) -> int:
+        """Samples of the plan this worker has not yet reached (stand-ins owed not counted)."""
+        while "counts" not in node:
+            node = node.get("source") or {"counts": []}
+        length = self.plan(place[1], place[3]).worker_length(place[2])
+        return length - sum(node["counts"]) if node["counts"] else length
+
+    def _sources_at(self, epoch: int, workers: int = 1) -> dict[str, list[int]]:
+        plan = self.plan(self.placement.resolve()[1], workers)
+        return {
+            n: [s, e] for n, s, e in zip(self.names, self.starts(epoch, plan), plan.per_epoch(), strict=True)
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Continue, on the next iteration, exactly where the run that saved ``state`` stood."""
+        from .mixresume import restore_point
+
+        self._pending = dict(state)
+        restore_point(self, state)  # checks it now; sets where every source's pass stream stands
+
+    # -- iteration -------------------------------------------------------------------------------------
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        from .mixresume import FINISHED, resume_point
+
+        info = get_worker_info()
+        worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
+        place = (*self.placement.resolve(), worker, workers)
+        epoch, node_state = resume_point(self, place)
+        if node_state == FINISHED:  # a changed mixture loaded after its epoch's end: nothing left of it
+            self._chain = None
+            return iter(())
+        chain = self._assemble(place, epoch)
+        chain.reset(node_state)
+        self._chain = (chain, epoch, place)
+        return (sample for _, _, sample in chain)
+
+    def _assemble(self, place: Place, epoch: int) -> Node:
+        rank, world, worker, workers = place
+        plan = self.plan(world, workers)
+        budgets, length = plan.budgets(worker), plan.worker_length(worker)
+        openers = [
+            ShardOpener(
+                shards,
+                self.opening,
+                fields=_fields(s),
+                prefetch=self.prefetch,
+                prefetch_bytes=self.prefetch_bytes,
+            )
+            for s, shards in zip(self.sources, self.shard_lists, strict=True)
+        ]
+        bases = [0]
+        for shards in self.shard_lists:
+            bases.append(bases[-1] + len(shards))
+        recovery = Recovery(self.error_handling, counters=self._shared, counted=True,
+                            locate=lambda shard, index: _locate(openers, bases, shard, index))  # fmt: skip
+        windows = []
+        for j, (name, shards, start) in enumerate(
+            zip(self.names, self.shard_lists, self.starts(epoch, plan), strict=True)
+        ):
+            begin, end = plan.worker_range(j, rank, worker)
+            stream = PassStream(
+                shards.counts, seed=self.placement.seed, salt=name, shuffle=self.placement.shuffle
+            )
+            window = max(1, self.buffer_size * budgets[j] // max(length, 1)) if self.placement.shuffle else 1
+            run = (start + begin, start + end)
+            windows.append(SourceWindows(name, openers[j], stream, run, window=window, recovery=recovery,
+                                         decode=self.decoders[j], shard_base=bases[j]))  # fmt: skip
+        node: Node = MixtureReader(windows, budgets, max_open=self.max_open)
+        if recovery.owes:
+            node = StandIns(node, recovery)
+        return node
+
+
+def _counted_shards(source: MixSource, opening: OpenOptions) -> ShardList:
+    text = os.fspath(source.path)
+    if scheme_of(text) == "file" and "{" not in text and not os.path.exists(text):
+        raise ValueError(f"source {source.label()!r}: {text} does not exist")
+    try:
+        shards = ShardList.from_source(text, opening)
+    except FormatError as exc:
+        raise ValueError(f"source {source.label()!r}: {exc}") from exc
+    if shards.counts is None:
+        raise ValueError(f"source {source.label()!r}: {text} has no per-shard sample counts, which a mixture "
+                         "plans from; point it at the packer's index, or run `shardstream index` over the "
+                         "shards first")  # fmt: skip
+    if shards.total == 0:
+        raise ValueError(f"source {source.label()!r}: {text} has no samples")
+    return shards
+
+
+def _fields(source: MixSource) -> tuple[str, ...] | None:
+    return tuple(source.fields) if source.fields else None
+
+
+def _decoder(source: MixSource) -> Any:
+    if callable(source.decode):
+        return source.decode
+    if not source.decode:
+        return None
+    from .decode import SampleDecoder
+
+    options = {key: getattr(source, key) for key in DECODE_KEYS if key != "decode"}
+    try:
+        return SampleDecoder(fields=_fields(source), **options)
+    except ValueError as exc:
+        raise ValueError(f"source {source.label()!r}: {exc}") from exc
+
+
+def _locate(openers: Sequence[ShardOpener], bases: Sequence[int], shard: int, index: int) -> int | None:
+    j = max(i for i, base in enumerate(bases[:-1]) if base <= shard)
+    return openers[j].sample_offset(shard - bases[j], index)

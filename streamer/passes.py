@@ -1,0 +1,92 @@
+"""A mixture source's pass stream: pass after pass over its shards, each pass in a new shard order.
+
+Position x of the stream is sample x mod N of pass x // N, so reading a source k times over is reading
+[0, k N) of its stream, every sample once per pass. Shard orders are keyed by the source's name, never its
+place in the list, so adding or removing another source changes nothing here. Within a worker, samples
+are shuffled in windows: runs of at most ``window`` consecutive stream positions, never across a pass
+boundary, each handed out in its own keyed permutation. Trade-off: a window shuffles less than a reservoir
+buffer would, but which samples are out after c of them is a pure function of c, so a restore re-reads one
+window per source instead of replaying a buffer's history.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+
+import numpy as np
+
+from .permute import Permutation
+from .placement import Segment, _stream_to_segments, shard_order
+
+
+class PassStream:
+    """Shards with ``counts`` samples, read in passes; ``seed`` and ``salt`` key the shard orders."""
+
+    def __init__(self, counts: np.ndarray, *, seed: int, salt: str, shuffle: bool = True) -> None:
+        self.counts = np.asarray(counts, dtype=np.int64)
+        self.size = int(self.counts.sum())
+        if self.size < 1:
+            raise ValueError(f"{salt}: a pass stream needs at least one sample")
+        self.seed, self.salt, self.shuffle = seed, salt, shuffle
+        self._pass: tuple[int, np.ndarray, np.ndarray] | None = None  # the last pass's order and ends
+
+    def _order(self, number: int) -> tuple[np.ndarray, np.ndarray]:
+        if self._pass is None or self._pass[0] != number:
+            order = shard_order(len(self.counts), _pass_seed(self.seed, self.salt), number, self.shuffle)
+            self._pass = (number, order, np.cumsum(self.counts[order]))
+        return self._pass[1], self._pass[2]
+
+    def segments(self, begin: int, end: int) -> Iterator[Segment]:
+        """The segments of stream positions [begin, end), pass by pass."""
+        while begin < end:
+            number, first = divmod(begin, self.size)
+            last = min(end - number * self.size, self.size)
+            order, ends = self._order(number)
+            yield from _stream_to_segments(order, ends, self.counts, first, last)
+            begin = number * self.size + last
+
+    def window(self, begin: int, end: int, window: int, offset: int) -> tuple[int, int]:
+        """[lo, hi): the window holding position ``begin + offset`` of the run [begin, end)."""
+        x = begin + offset
+        piece = max(begin, x // self.size * self.size)  # where this pass's part of the run starts
+        lo = piece + (x - piece) // window * window
+        return lo, min(lo + window, (x // self.size + 1) * self.size, end)
+
+    def window_order(self, lo: int, hi: int) -> Permutation:
+        """The order a window's samples go out in; keyed by the window's place, so any worker agrees."""
+        return Permutation(hi - lo, _pass_seed(self.seed, self.salt), lo, salt="window")
+
+
+class RunSegments:
+    """Segments of one run [begin, end) of a pass stream, made as a reader asks for them: O(one pass)."""
+
+    def __init__(self, stream: PassStream, begin: int, end: int) -> None:
+        self.stream, self.begin, self.end = stream, begin, end
+        self._restart()
+
+    def _restart(self) -> None:
+        self._made: list[Segment] = []
+        self._base = 0  # the number of self._made[0]
+        self._source = self.stream.segments(self.begin, self.end)
+
+    def __getitem__(self, k: int) -> Segment:
+        if k < self._base:
+            self._restart()
+        if k - self._base > 64:  # a reader looks back at most one segment (plus read-ahead forward)
+            keep = k - self._base - 1
+            del self._made[:keep]
+            self._base += keep
+        while k - self._base >= len(self._made):
+            segment = next(self._source, None)
+            if segment is None:
+                raise IndexError(k)
+            self._made.append(segment)
+        return self._made[k - self._base]
+
+
+def _pass_seed(seed: int, salt: str) -> int:
+    # Permutation keys hash (salt, seed, epoch) as text; folding the source name into the seed keeps
+    # every source's orders apart while the pass number plays the epoch's part.
+    text = f"{salt}\x00{seed}"
+    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little")

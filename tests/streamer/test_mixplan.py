@@ -1,0 +1,244 @@
+"""Mixture planning, pure functions: bounds at every prefix, equal ranks, whole passes, epochs that go on."""
+
+from __future__ import annotations
+
+import itertools
+import time
+import tracemalloc
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from streamer.mixplan import Interleave, Share, apportion, epoch_targets, plan_mixture
+from streamer.passes import PassStream, RunSegments
+
+
+def _counts_at_every_prefix(sequence: list[int], sources: int) -> np.ndarray:
+    """counts[n, j]: samples of source j among the first n + 1 of the sequence."""
+    onehot = np.zeros((len(sequence), sources), dtype=np.int32)
+    onehot[np.arange(len(sequence)), sequence] = 1
+    return np.cumsum(onehot, axis=0)
+
+
+@st.composite
+def mixtures(draw, max_sources: int = 40):
+    k = draw(st.integers(1, max_sources))
+    sizes = draw(st.lists(st.sampled_from([1, 1, 2, 7, 50, 1000, 50_000]), min_size=k, max_size=k))
+    shares = []
+    for j, size in enumerate(sizes):
+        kind = draw(st.sampled_from(["weight", "weight", "repeat", "samples"]))
+        value = {"weight": draw(st.sampled_from([0.01, 0.2, 0.3, 0.5, 1, 3])),
+                 "repeat": draw(st.sampled_from([0.25, 1, 2.5])),
+                 "samples": draw(st.integers(1, 500))}[kind]  # fmt: skip
+        shares.append(Share(f"s{j}", size, kind, value))
+    fixed = _fixed_total(shares)
+    if any(s.kind == "weight" for s in shares):
+        epoch_size = draw(st.integers(int(fixed) + 1, int(fixed) + 6000))
+    else:
+        epoch_size = max(1, round(fixed))
+    world = draw(st.integers(1, 64))
+    workers = draw(st.integers(1, 8))
+    return shares, epoch_size, world, workers
+
+
+def _plan(shares, epoch_size, world, workers):
+    return plan_mixture(shares, world=world, workers=workers, epoch_size=epoch_size)
+
+
+def _fixed_total(shares) -> Fraction:
+    fixed = (Fraction(s.value) * (s.size if s.kind == "repeat" else 1) for s in shares if s.kind != "weight")
+    return sum(fixed, Fraction(0))
+
+
+def _fits(shares, epoch_size, world, workers) -> bool:
+    return epoch_size // world >= workers
+
+
+@settings(max_examples=150, deadline=None)
+@given(mixtures())
+def test_every_prefix_of_every_worker_is_within_one_of_each_share(case):
+    _shares, _epoch_size, _world, workers = case
+    if not _fits(*case):
+        return
+    plan = _plan(*case)
+    for worker in {0, workers - 1}:  # workers differ only in length: at most two kinds
+        budgets, length = plan.budgets(worker), plan.worker_length(worker)
+        assert sum(budgets) == length
+        sequence = list(Interleave(budgets))
+        assert len(sequence) == length
+        counts = _counts_at_every_prefix(sequence, len(budgets))
+        n = np.arange(1, length + 1)[:, None]
+        error = np.abs(counts - n * np.asarray(budgets)[None, :] / length)
+        assert error.max() < 1
+        assert counts[-1].tolist() == list(budgets)
+
+
+def _rank_stream(plan, batch: int) -> list[list[int]]:
+    """A rank's batches as a DataLoader assembles them: one from each worker in turn, until all run out."""
+    batches = [[seq[i : i + batch] for i in range(0, len(seq), batch)]
+               for seq in (list(Interleave(plan.budgets(w))) for w in range(plan.workers))]  # fmt: skip
+    out, turn = [], 0
+    while any(batches):
+        if batches[turn % plan.workers]:
+            out.append(batches[turn % plan.workers].pop(0))
+        turn += 1
+    return out
+
+
+@settings(max_examples=120, deadline=None)
+@given(mixtures(max_sources=12), st.integers(1, 64))
+def test_a_rank_is_within_workers_of_its_share_at_every_batch_boundary(case, batch):
+    shares, epoch_size, world, workers = case
+    if not _fits(*case) or epoch_size // world > 20_000:
+        return
+    plan = _plan(*case)
+    share = np.asarray(plan.per_rank()) / plan.rank_length
+    seen = np.zeros(len(shares))
+    total = 0
+    for b in _rank_stream(plan, batch):
+        np.add.at(seen, b, 1)
+        total += len(b)
+        assert np.abs(seen - share * total).max() <= workers
+    assert total == plan.rank_length
+    assert seen.tolist() == plan.per_rank()
+
+
+@settings(max_examples=150, deadline=None)
+@given(mixtures(max_sources=1000))
+def test_ranks_are_equal_and_the_epoch_is_one_contiguous_run_of_every_source(case):
+    shares, epoch_size, world, workers = case
+    if not _fits(*case):
+        return
+    plan = _plan(*case)
+    lengths = [plan.worker_length(w) for w in range(workers)]
+    assert sum(lengths) == plan.rank_length == epoch_size // world
+    assert [sum(plan.budgets(w)) for w in range(workers)] == lengths
+    for j in {0, len(shares) // 2, len(shares) - 1}:
+        runs = sorted(plan.worker_range(j, r, w) for r in {0, world - 1} for w in range(workers))
+        if world <= 2:
+            runs = sorted(plan.worker_range(j, r, w) for r in range(world) for w in range(workers))
+            assert runs[0][0] == 0 and runs[-1][1] == plan.per_epoch()[j]
+            assert all(a[1] == b[0] for a, b in itertools.pairwise(runs))  # no gap, no overlap
+        last = plan.worker_range(j, world - 1, workers - 1)
+        assert last[1] == plan.per_epoch()[j]
+
+
+def test_a_thousand_sources_plan_quickly_even_for_a_hundred_million_samples():
+    shares = [Share(f"s{j}", 1 + j * 97 % 5000, "weight", 1 + j % 7) for j in range(1000)]
+    tracemalloc.start()
+    started = time.perf_counter()
+    plan = plan_mixture(shares, world=64, workers=8, epoch_size=10**8)
+    budgets = [plan.budgets(w) for w in range(8)]
+    seconds = time.perf_counter() - started
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert sum(plan.per_epoch()) == 64 * plan.rank_length
+    assert sum(budgets[0]) == plan.worker_length(0)
+    assert seconds < 5 and peak < 50 << 20, (
+        seconds,
+        peak,
+    )  # the benchmark measures it; this catches a blow-up
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, 30), min_size=1, max_size=6).filter(any), st.integers(0, 10**6),
+       st.integers(1, 40), st.integers(0, 200), st.integers(1, 200))  # fmt: skip
+def test_pass_streams_hold_every_sample_once_per_pass_and_windows_never_cross_a_pass(
+    counts, seed, window, begin, length
+):
+    stream = PassStream(np.asarray(counts), seed=seed, salt="src")
+    size = stream.size
+    ids = [(seg.shard, i) for seg in stream.segments(0, 3 * size) for i in range(seg.start, seg.stop)]
+    everyone = {(shard, i) for shard, n in enumerate(counts) for i in range(n)}
+    for p in range(3):
+        assert sorted(ids[p * size : (p + 1) * size]) == sorted(everyone)
+    end = begin + length
+    run = [
+        (seg.shard, i) for seg in RunSegments(stream, begin, end)._source for i in range(seg.start, seg.stop)
+    ]
+    assert run == ids[begin:end] if end <= 3 * size else len(run) == length
+    offset = 0
+    while offset < length:
+        lo, hi = stream.window(begin, end, window, offset)
+        assert lo == begin + offset and begin <= lo < hi <= end and hi - lo <= window
+        assert lo // size == (hi - 1) // size  # one pass
+        assert sorted(stream.window_order(lo, hi).array().tolist()) == list(range(hi - lo))
+        offset = hi - begin
+
+
+def test_epochs_continue_each_source_where_the_last_one_stopped():
+    """A source read 0.3 times an epoch: three epochs read [0, 0.9 N) with no sample twice."""
+    shares = [Share("small", 1000, "repeat", 0.3), Share("big", 50, "repeat", 4)]
+    plan = plan_mixture(shares, world=2, workers=3)
+    moved = plan.per_epoch()
+    assert moved == [300, 200]
+    stream = PassStream(np.asarray([400, 600]), seed=1, salt="small")
+    seen = []
+    for epoch in range(3):
+        start = epoch * moved[0]
+        for rank in range(2):
+            for worker in range(3):
+                a, b = plan.worker_range(0, rank, worker)
+                seen += [
+                    (s.shard, i)
+                    for s in stream.segments(start + a, start + b)
+                    for i in range(s.start, s.stop)
+                ]
+    assert len(seen) == len(set(seen)) == 900
+
+
+def test_apportionment_is_exact_and_within_one_of_each_quota():
+    targets = [Fraction(1, 3), Fraction(1, 3), Fraction(1, 3)]
+    assert apportion(targets, 10) == [4, 3, 3]
+    assert apportion([Fraction(0), Fraction(5)], 7) == [0, 7]
+    assert apportion([Fraction(2), Fraction(1)], 0) == [0, 0]
+
+
+@pytest.mark.parametrize(
+    ("shares", "epoch_size", "message"),
+    [
+        ([Share("a", 10, "weight", 1)], 0, "epoch_size must be a positive integer"),
+        ([Share("a", 10, "repeat", 1)], 11, "give exactly 10"),
+        ([Share("a", 10, "repeat", 2), Share("b", 5, "weight", 1)], 20, "give more than 20"),
+        ([], None, "at least one source"),
+    ],
+)
+def test_epochs_that_cannot_be_planned_are_refused_with_the_fix(shares, epoch_size, message):
+    with pytest.raises(ValueError, match=message):
+        epoch_targets(shares, epoch_size)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("a", 10, "weight", 0), "weight must be > 0"),
+        (("a", 10, "weight", -1), "weight must be > 0"),
+        (("a", 0, "weight", 1), "has no samples"),
+        (("a", 10, "share", 1), "must be one of weight, repeat, samples"),
+        (("a", 10, "samples", 2.5), "whole number"),
+    ],
+)
+def test_bad_shares_name_the_source(args, message):
+    with pytest.raises(ValueError, match=f"'a'.*{message}|{message}"):
+        Share(*args)
+
+
+def test_duplicate_names_and_too_small_epochs_are_refused():
+    with pytest.raises(ValueError, match="'a' is used twice"):
+        plan_mixture([Share("a", 5), Share("a", 5)], world=1, workers=1)
+    with pytest.raises(ValueError, match="fewer than the 8 workers"):
+        plan_mixture([Share("a", 5)], world=2, workers=8)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.integers(0, 40), min_size=1, max_size=8).filter(any), st.data())
+def test_an_interleave_restored_from_its_counts_continues_identically(budgets, data):
+    full = list(Interleave(budgets))
+    stop = data.draw(st.integers(0, len(full)))
+    head = Interleave(budgets)
+    for _ in range(stop):
+        next(head)
+    assert list(Interleave(budgets, head.counts)) == full[stop:]
