@@ -16,7 +16,7 @@ import yaml
 from .openers import scheme_of
 
 OPTIONS = ("epoch_size", "shuffle", "seed", "buffer_size", "remainder", "on_error", "keep_length",
-           "cache_dir", "cache_size", "prefetch", "prefetch_bytes", "max_open")  # fmt: skip
+           "cache_dir", "cache_size", "prefetch", "prefetch_bytes", "max_open", "stratify")  # fmt: skip
 
 
 def load_mixture(path: str | os.PathLike[str]) -> tuple[list[dict[str, Any]], dict[str, Any]]:

@@ -114,13 +114,16 @@ class MixturePlan:
     def budgets(self, worker: int) -> tuple[int, ...]:
         return self.budgets_by_length[self.worker_length(worker)]
 
+    def _kinds(self) -> tuple[int, tuple[int, ...], tuple[int, ...]]:
+        """(long workers, a long worker's budgets, a short one's): worker lengths differ by 1 at most."""
+        short, extra = divmod(self.rank_length, self.workers)
+        none = (0,) * len(self.names)
+        return extra, self.budgets_by_length.get(short + 1, none), self.budgets_by_length.get(short, none)
+
     def per_rank(self) -> list[int]:
         """Samples of each source one rank reads per epoch (the same on every rank)."""
-        totals = [0] * len(self.names)
-        for worker in range(self.workers):
-            for j, b in enumerate(self.budgets(worker)):
-                totals[j] += b
-        return totals
+        extra, long, short = self._kinds()
+        return [extra * a + (self.workers - extra) * b for a, b in zip(long, short, strict=True)]
 
     def per_epoch(self) -> list[int]:
         """Samples of each source read per epoch by all ranks together: how far its pass stream moves."""
@@ -128,8 +131,10 @@ class MixturePlan:
 
     def worker_range(self, j: int, rank: int, worker: int) -> tuple[int, int]:
         """[begin, end) of source j's epoch run (0 = the epoch's first sample of it) this worker reads."""
-        before = sum(self.budgets(w)[j] for w in range(worker))
-        begin = rank * self.per_rank()[j] + before
+        extra, long, short = self._kinds()
+        longs = min(worker, extra)
+        per_rank = extra * long[j] + (self.workers - extra) * short[j]
+        begin = rank * per_rank + longs * long[j] + (worker - longs) * short[j]
         return begin, begin + self.budgets(worker)[j]
 
 
@@ -189,6 +194,9 @@ class Interleave(Iterator[int]):
             heapq.heappush(self._ready, (deadline, j))
         else:
             heapq.heappush(self._waiting, (release, deadline, j))
+
+    def state(self) -> dict[str, list[int]]:
+        return {"counts": list(self.counts)}
 
     def __next__(self) -> int:
         if self.position >= self.length:

@@ -22,6 +22,7 @@ from .passes import PassStream, RunSegments
 from .reader import SampleReader
 from .recovery import Recovery
 from .shardopener import ShardOpener
+from .stratify import Stratified
 
 Decode = Callable[[dict[str, Any]], Any]
 
@@ -125,21 +126,36 @@ class SourceWindows:
 
 
 class MixtureReader(Node):
-    """State: ``{"counts": [...]}`` — samples handed out so far of each source, in the plan's order."""
+    """State: ``{"counts": [...]}`` — samples handed out so far of each source, in the plan's order (and,
+    stratified, ``"batch_start"``: the counts when the current batch began)."""
 
     def __init__(
-        self, sources: Sequence[SourceWindows], budgets: Sequence[int], *, max_open: int = 32
+        self,
+        sources: Sequence[SourceWindows],
+        budgets: Sequence[int],
+        *,
+        max_open: int = 32,
+        stratify: int | None = None,
     ) -> None:
         super().__init__()
         self.sources = list(sources)
         self.budgets = tuple(budgets)
         self.max_open = max_open
+        self.stratify = stratify
         self._bases = [s.shard_base for s in self.sources]
         self._open: OrderedDict[int, SourceWindows] = OrderedDict()
-        self._interleave = Interleave(self.budgets)
+        self._order = self._make_order(None)
+
+    def _make_order(self, state: dict[str, Any] | None) -> Interleave | Stratified:
+        counts = state["counts"] if state else None
+        if self.stratify is not None:
+            return Stratified(
+                self.budgets, self.stratify, counts, state.get("batch_start") if state else None
+            )
+        return Interleave(self.budgets, counts)
 
     def _current_state(self) -> dict[str, Any]:
-        return {"counts": list(self._interleave.counts)}
+        return self._order.state()
 
     def read_one(self, shard: int, index: int) -> Any:
         source = self.sources[bisect.bisect_right(self._bases, shard) - 1]
@@ -154,13 +170,13 @@ class MixtureReader(Node):
             oldest.suspend()
 
     def _generate(self, state: dict[str, Any] | None) -> Iterator[Item]:
-        self._interleave = interleave = Interleave(self.budgets, state["counts"] if state else None)
+        self._order = order = self._make_order(state)
         self._close()
-        for source, done in zip(self.sources, interleave.counts, strict=True):
+        for source, done in zip(self.sources, order.counts, strict=True):
             source.seek(done)
         sources, touch = self.sources, self._touch
         try:
-            for j in interleave:
+            for j in order:
                 item = sources[j].take(touch)
                 if item is not None:
                     yield item

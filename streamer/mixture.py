@@ -96,6 +96,7 @@ class Mixture(IterableDataset):
     ``sources``: MixSource objects or mappings (``{"path": "data/coco", "weight": 0.5, "image_size": 224}``).
     Reading options (shuffle, seed, errors, placement, HTTP, cache) are ShardDataset's and apply to all;
     ``buffer_size`` is shared by all sources in proportion to their budgets (at least one sample each).
+    ``stratify=B`` (the DataLoader's batch size): every batch holds floor or ceil of each source's share.
     """
 
     def __init__(
@@ -117,6 +118,7 @@ class Mixture(IterableDataset):
         prefetch: int | None = None,
         prefetch_bytes: int = 16 << 20,
         max_open: int = 32,
+        stratify: int | None = None,
     ) -> None:
         super().__init__()
         if isinstance(sources, (str, os.PathLike, Mapping)) or not sources:
@@ -130,7 +132,12 @@ class Mixture(IterableDataset):
         check_buffer(buffer_size, None)
         if max_open < 1:
             raise ValueError(f"max_open must be >= 1, not {max_open}")
+        if stratify is not None and (
+            isinstance(stratify, bool) or not isinstance(stratify, int) or stratify < 1
+        ):
+            raise ValueError(f"stratify must be the DataLoader's batch size (an int >= 1), not {stratify!r}")
         self.buffer_size, self.epoch_size, self.max_open = buffer_size, epoch_size, max_open
+        self.stratify = stratify
         if isinstance(cache_size, str):
             cache_size = parse_size(cache_size, name="cache_size")
         cache = os.fspath(cache_dir) if cache_dir is not None else None
@@ -275,7 +282,7 @@ class Mixture(IterableDataset):
             run = (start + begin, start + end)
             windows.append(SourceWindows(name, openers[j], stream, run, window=window, recovery=recovery,
                                          decode=self.decoders[j], shard_base=bases[j]))  # fmt: skip
-        node: Node = MixtureReader(windows, budgets, max_open=self.max_open)
+        node: Node = MixtureReader(windows, budgets, max_open=self.max_open, stratify=self.stratify)
         if recovery.owes:
             node = StandIns(node, recovery)
         return node

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from streamer.mixplan import Interleave, Share, apportion, epoch_targets, plan_mixture
 from streamer.passes import PassStream, RunSegments
+from streamer.stratify import Stratified
 
 
 def _counts_at_every_prefix(sequence: list[int], sources: int) -> np.ndarray:
@@ -106,7 +107,7 @@ def test_a_rank_is_within_workers_of_its_share_at_every_batch_boundary(case, bat
     assert seen.tolist() == plan.per_rank()
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(mixtures(max_sources=1000))
 def test_ranks_are_equal_and_the_epoch_is_one_contiguous_run_of_every_source(case):
     shares, epoch_size, world, workers = case
@@ -242,3 +243,37 @@ def test_an_interleave_restored_from_its_counts_continues_identically(budgets, d
     for _ in range(stop):
         next(head)
     assert list(Interleave(budgets, head.counts)) == full[stop:]
+
+
+@settings(max_examples=150, deadline=None)
+@given(mixtures(max_sources=200), st.integers(1, 64))
+def test_stratified_batches_hold_floor_or_ceiling_of_every_share_and_meet_the_budgets(case, batch):
+    workers = case[3]
+    if not _fits(*case):
+        return
+    plan = _plan(*case)
+    for worker in {0, workers - 1}:
+        budgets, length = np.asarray(plan.budgets(worker)), plan.worker_length(worker)
+        sequence = list(Stratified(budgets.tolist(), batch))
+        assert len(sequence) == length
+        counts = _counts_at_every_prefix(sequence, len(budgets))
+        assert counts[-1].tolist() == budgets.tolist()
+        share = budgets * batch / length
+        before = np.zeros(len(budgets), dtype=np.int64)
+        for end in range(batch, length + 1, batch):  # every full batch: floor or ceiling of its share
+            held = counts[end - 1] - before
+            assert (np.abs(held - share) < 1).all(), (end, held.tolist(), share.tolist())
+            assert (np.abs(counts[end - 1] - budgets * end / length) < 2).all()  # the carry stays small
+            before = counts[end - 1]
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.integers(0, 40), min_size=1, max_size=8).filter(any), st.integers(1, 16), st.data())
+def test_a_stratified_order_restored_from_its_state_continues_identically(budgets, batch, data):
+    full = list(Stratified(budgets, batch))
+    stop = data.draw(st.integers(0, len(full)))
+    head = Stratified(budgets, batch)
+    for _ in range(stop):
+        next(head)
+    state = head.state()
+    assert list(Stratified(budgets, batch, state["counts"], state["batch_start"])) == full[stop:]
