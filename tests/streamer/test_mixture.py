@@ -10,6 +10,7 @@ import pytest
 from torch.utils.data import DataLoader
 from torchdata.stateful_dataloader import StatefulDataLoader
 
+from shardstream.errors import ShardReadError
 from streamer import ShardDataset
 from streamer.mixture import Mixture
 from tests.conftest import write_dataset
@@ -225,3 +226,49 @@ def test_the_example_mixture_file_is_valid_and_streams_from_the_cli(three, tmp_p
     bad.write_text("sources:\n  - {path: nowhere, weight: 1}\n")
     failed = CliRunner().invoke(app, ["stream", str(bad)])
     assert failed.exit_code != 0 and "does not exist" in failed.output
+
+
+def test_stratified_batches_from_a_real_dataloader_hold_each_share_and_resume_exactly(three):
+    weights = {"tiny": 0.25, "mid": 0.35, "big": 0.4}
+
+    def loader():
+        mixture = Mixture(_sources(three, weights), epoch_size=640, stratify=16, buffer_size=32)
+        return _loader16(mixture)
+
+    def _loader16(mixture):
+        return StatefulDataLoader(mixture, batch_size=16, num_workers=2, collate_fn=_keys)
+
+    full = list(loader())
+    assert len(full) == 40
+    plan = Mixture(_sources(three, weights), epoch_size=640).plan(1, 2)
+    share = np.asarray(plan.budgets(0)) * 16 / plan.worker_length(0)
+    for batch in full:
+        held = collections.Counter(source for source, _ in batch)
+        assert all(abs(held[name] - s) < 1 for name, s in zip(weights, share, strict=True)), held
+    head_loader = loader()
+    batches = iter(head_loader)
+    head = [next(batches) for _ in range(13)]
+    state = head_loader.state_dict()
+    restored = loader()
+    restored.load_state_dict(state)
+    assert head + list(restored) == full
+
+
+def test_a_damaged_sample_is_skipped_counted_and_stood_in_for_keeping_the_length(three, tmp_path):
+    from shardstream.format import decode_offsets
+
+    root = write_dataset(tmp_path / "hurt", [40], prefix="hurt").parent
+    shard = root / "hurt-000000.tar"
+    offsets = decode_offsets((root / "hurt-000000.tar.offsets").read_bytes())
+    data = bytearray(shard.read_bytes())
+    data[offsets[5] + 5] ^= 0x55  # sample 5's header checksum no longer matches
+    shard.write_bytes(bytes(data))
+    sources = [{"path": str(root), "repeat": 1, "decode": False}, {"path": str(three["tiny"]), "repeat": 2}]
+    with pytest.raises(ShardReadError, match=r"hurt-000000\.tar"):
+        list(Mixture(sources))
+    mixture = Mixture(sources, on_error="skip")
+    samples = list(mixture)
+    assert len(samples) == len(mixture) == 54
+    keys = collections.Counter(s["__key__"] for s in samples if s["__source__"] == "hurt")
+    assert "s000-00005" not in keys and sum(keys.values()) == 40  # 39 read, one good one repeated
+    assert mixture.errors["samples_skipped"] == 1 and mixture.errors["samples_repeated"] == 1
