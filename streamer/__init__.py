@@ -14,7 +14,7 @@ _EXPORTS = {
     "Errors": "options",
     "HttpOptions": "httpoptions",
     "Mapper": "mapper",
-    "MixSource": "mixture",
+    "MixSource": "mixsource",
     "Mixture": "mixture",
     "ON_ERROR": "options",
     "OpenOptions": "openers",

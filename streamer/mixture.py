@@ -13,81 +13,27 @@ from __future__ import annotations
 import copy
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields
 from typing import Any
 
 from torch.utils.data import IterableDataset, get_worker_info
 
-from shardstream.errors import FormatError
 from shardstream.sizes import parse_size
 
 from .httpoptions import HttpOptions
-from .mixplan import KINDS, MixturePlan, Share, plan_mixture
+from .mixplan import MixturePlan, plan_mixture
 from .mixreader import MixtureReader, SourceWindows
+from .mixsource import MixSource, counted_shards, source_decoder, source_fields
 from .nodes import Node
 from .openers import OpenOptions, scheme_of
 from .options import Errors, Placement
 from .passes import PassStream
 from .recovery import Recovery
 from .shardopener import ShardOpener
-from .shards import ShardList
 from .shared import SharedState
 from .shuffle import check_buffer
 from .standins import StandIns
 
 Place = tuple[int, int, int, int]  # rank, world, worker, workers
-DECODE_KEYS = ("decode", "image", "image_size", "audio_rate", "audio_mono", "video_frames", "decoders")
-
-
-@dataclass(frozen=True)
-class MixSource:
-    """One source of a mixture: where it is, how much of it an epoch reads, how its samples decode."""
-
-    path: str | os.PathLike[str]
-    name: str | None = None
-    weight: float | None = None
-    repeat: float | None = None
-    samples: int | None = None
-    fields: Sequence[str] | None = None
-    decode: Any = True
-    image: str = "pil"
-    image_size: int | tuple[int, int] | None = None
-    audio_rate: int | None = None
-    audio_mono: bool = False
-    video_frames: int | None = None
-    decoders: Mapping[str, Any] | None = None
-
-    @classmethod
-    def of(cls, spec: MixSource | Mapping[str, Any], position: int) -> MixSource:
-        """A MixSource from itself or a mapping (one YAML entry); unknown keys are named, with the known."""
-        if isinstance(spec, MixSource):
-            return spec
-        if not isinstance(spec, Mapping):
-            raise ValueError(f"source {position}: expected a mapping with a path and a weight, not {spec!r}")
-        known = [f.name for f in fields(cls)]
-        label = f"source {position} ({spec.get('name') or spec.get('path')!r})"
-        for key in spec:
-            if key not in known:
-                raise ValueError(f"{label}: unknown key {key!r}; a source takes {', '.join(known)}")
-        if "path" not in spec:
-            raise ValueError(f"{label}: no 'path' (the dataset's index, folder or URL)")
-        return cls(**spec)
-
-    def label(self) -> str:
-        if self.name is not None:
-            return str(self.name)
-        text = os.fspath(self.path).rstrip("/")
-        if text.endswith(".json"):
-            text = os.path.dirname(text)
-        return os.path.basename(text) or text
-
-    def share(self, size: int) -> Share:
-        given = [(kind, getattr(self, kind)) for kind in KINDS if getattr(self, kind) is not None]
-        if len(given) != 1:
-            raise ValueError(f"source {self.label()!r}: give exactly one of weight, repeat or samples, "
-                             f"not {dict(given) or 'none'}")  # fmt: skip
-        kind, value = given[0]
-        return Share(self.label(), size, kind, value)
 
 
 class Mixture(IterableDataset):
@@ -142,12 +88,12 @@ class Mixture(IterableDataset):
             cache_size = parse_size(cache_size, name="cache_size")
         cache = os.fspath(cache_dir) if cache_dir is not None else None
         self.opening = OpenOptions(http=http or HttpOptions(), cache_dir=cache, cache_size=cache_size)
-        self.shard_lists = [_counted_shards(s, self.opening) for s in self.sources]
+        self.shard_lists = [counted_shards(s, self.opening) for s in self.sources]
         self.shares = [
             s.share(int(shards.total)) for s, shards in zip(self.sources, self.shard_lists, strict=True)
         ]
         self.names = [share.name for share in self.shares]
-        self.decoders = [_decoder(s) for s in self.sources]
+        self.decoders = [source_decoder(s) for s in self.sources]
         if prefetch is None:
             remote = any(scheme_of(shards.urls[0]) not in ("file", "pipe") for shards in self.shard_lists)
             prefetch = 1 if remote else 0
@@ -259,7 +205,7 @@ class Mixture(IterableDataset):
             ShardOpener(
                 shards,
                 self.opening,
-                fields=_fields(s),
+                fields=source_fields(s),
                 prefetch=self.prefetch,
                 prefetch_bytes=self.prefetch_bytes,
             )
@@ -286,41 +232,6 @@ class Mixture(IterableDataset):
         if recovery.owes:
             node = StandIns(node, recovery)
         return node
-
-
-def _counted_shards(source: MixSource, opening: OpenOptions) -> ShardList:
-    text = os.fspath(source.path)
-    if scheme_of(text) == "file" and "{" not in text and not os.path.exists(text):
-        raise ValueError(f"source {source.label()!r}: {text} does not exist")
-    try:
-        shards = ShardList.from_source(text, opening)
-    except FormatError as exc:
-        raise ValueError(f"source {source.label()!r}: {exc}") from exc
-    if shards.counts is None:
-        raise ValueError(f"source {source.label()!r}: {text} has no per-shard sample counts, which a mixture "
-                         "plans from; point it at the packer's index, or run `shardstream index` over the "
-                         "shards first")  # fmt: skip
-    if shards.total == 0:
-        raise ValueError(f"source {source.label()!r}: {text} has no samples")
-    return shards
-
-
-def _fields(source: MixSource) -> tuple[str, ...] | None:
-    return tuple(source.fields) if source.fields else None
-
-
-def _decoder(source: MixSource) -> Any:
-    if callable(source.decode):
-        return source.decode
-    if not source.decode:
-        return None
-    from .decode import SampleDecoder
-
-    options = {key: getattr(source, key) for key in DECODE_KEYS if key != "decode"}
-    try:
-        return SampleDecoder(fields=_fields(source), **options)
-    except ValueError as exc:
-        raise ValueError(f"source {source.label()!r}: {exc}") from exc
 
 
 def _locate(openers: Sequence[ShardOpener], bases: Sequence[int], shard: int, index: int) -> int | None:

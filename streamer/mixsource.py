@@ -1,0 +1,106 @@
+"""One source of a mixture: where it is, how much of it an epoch reads, how its samples decode.
+
+Given as a ``MixSource`` or a mapping (one YAML entry); every key is checked, so a typo fails with the
+source and the key named. A source must have counts (the packer's index): the plan is made from them.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
+from typing import Any
+
+from shardstream.errors import FormatError
+
+from .mixplan import KINDS, Share
+from .openers import OpenOptions, scheme_of
+from .shards import ShardList
+
+DECODE_KEYS = ("image", "image_size", "audio_rate", "audio_mono", "video_frames", "decoders")
+
+
+@dataclass(frozen=True)
+class MixSource:
+    """One source of a mixture: where it is, how much of it an epoch reads, how its samples decode."""
+
+    path: str | os.PathLike[str]
+    name: str | None = None
+    weight: float | None = None
+    repeat: float | None = None
+    samples: int | None = None
+    fields: Sequence[str] | None = None
+    decode: Any = True
+    image: str = "pil"
+    image_size: int | tuple[int, int] | None = None
+    audio_rate: int | None = None
+    audio_mono: bool = False
+    video_frames: int | None = None
+    decoders: Mapping[str, Any] | None = None
+
+    @classmethod
+    def of(cls, spec: MixSource | Mapping[str, Any], position: int) -> MixSource:
+        """A MixSource from itself or a mapping (one YAML entry); unknown keys are named, with the known."""
+        if isinstance(spec, MixSource):
+            return spec
+        if not isinstance(spec, Mapping):
+            raise ValueError(f"source {position}: expected a mapping with a path and a weight, not {spec!r}")
+        known = [f.name for f in fields(cls)]
+        label = f"source {position} ({spec.get('name') or spec.get('path')!r})"
+        for key in spec:
+            if key not in known:
+                raise ValueError(f"{label}: unknown key {key!r}; a source takes {', '.join(known)}")
+        if "path" not in spec:
+            raise ValueError(f"{label}: no 'path' (the dataset's index, folder or URL)")
+        return cls(**spec)
+
+    def label(self) -> str:
+        if self.name is not None:
+            return str(self.name)
+        text = os.fspath(self.path).rstrip("/")
+        if text.endswith(".json"):
+            text = os.path.dirname(text)
+        return os.path.basename(text) or text
+
+    def share(self, size: int) -> Share:
+        given = [(kind, getattr(self, kind)) for kind in KINDS if getattr(self, kind) is not None]
+        if len(given) != 1:
+            raise ValueError(f"source {self.label()!r}: give exactly one of weight, repeat or samples, "
+                             f"not {dict(given) or 'none'}")  # fmt: skip
+        kind, value = given[0]
+        return Share(self.label(), size, kind, value)
+
+
+def counted_shards(source: MixSource, opening: OpenOptions) -> ShardList:
+    text = os.fspath(source.path)
+    if scheme_of(text) == "file" and "{" not in text and not os.path.exists(text):
+        raise ValueError(f"source {source.label()!r}: {text} does not exist")
+    try:
+        shards = ShardList.from_source(text, opening)
+    except FormatError as exc:
+        raise ValueError(f"source {source.label()!r}: {exc}") from exc
+    if shards.counts is None:
+        raise ValueError(f"source {source.label()!r}: {text} has no per-shard sample counts, which a mixture "
+                         "plans from; point it at the packer's index, or run `shardstream index` over the "
+                         "shards first")  # fmt: skip
+    if shards.total == 0:
+        raise ValueError(f"source {source.label()!r}: {text} has no samples")
+    return shards
+
+
+def source_fields(source: MixSource) -> tuple[str, ...] | None:
+    return tuple(source.fields) if source.fields else None
+
+
+def source_decoder(source: MixSource) -> Any:
+    if callable(source.decode):
+        return source.decode
+    if not source.decode:
+        return None
+    from .decode import SampleDecoder
+
+    options = {key: getattr(source, key) for key in DECODE_KEYS}
+    try:
+        return SampleDecoder(fields=source_fields(source), **options)
+    except ValueError as exc:
+        raise ValueError(f"source {source.label()!r}: {exc}") from exc
