@@ -17,7 +17,7 @@ import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from torch.utils.data import IterableDataset, get_worker_info
+from torch.utils.data import get_worker_info
 
 from shardstream.sizes import parse_size
 
@@ -34,12 +34,13 @@ from .shards import ShardList
 from .shared import SharedState
 from .shuffle import ShuffleBuffer, buffer_seed
 from .standins import StandIns
+from .streambase import StreamBase
 
 Place = tuple[int, int, int, int]  # rank, world, worker, workers
 _sample_of = operator.itemgetter(2)  # (shard, index, sample) -> sample
 
 
-class ShardDataset(IterableDataset):
+class ShardDataset(StreamBase):
     """Samples from tar shards: every sample once per epoch, equal counts on every rank, resumable.
 
     ``source`` is a brace pattern of paths or URLs (``data/train-{000000..000127}.tar``), a list of them,
@@ -95,33 +96,13 @@ class ShardDataset(IterableDataset):
         self._pending: dict[str, Any] | None = None
         self._chain: tuple[Node, int, Place] | None = None  # the chain in use, its epoch and place
 
-    # -- epochs, counts, errors ------------------------------------------------------------------------
-    def set_epoch(self, epoch: int) -> None:
-        """Like DistributedSampler.set_epoch; reaches DataLoader workers, persistent ones too."""
-        self._shared.epoch = epoch
-
-    @property
-    def epoch(self) -> int:
-        return self._shared.epoch
-
-    @property
-    def errors(self) -> dict[str, int]:
-        """Samples and shards skipped (on_error="skip"/"warn"), counted across all workers."""
-        return self._shared.counts()
-
+    # -- counts ----------------------------------------------------------------------------------------
     def __len__(self) -> int:
         """Samples this rank yields per epoch (needs the index's counts)."""
         total = self.shards.total
         if total is None or self.placement.resampled:
             raise TypeError("len() needs per-shard counts (pass the packer's index) and resampled=False")
         return rank_quota(total, self.placement.resolve()[1], self.placement.remainder)
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = dict(self.__dict__)
-        # Spawned workers cannot see the parent's process group; resolve the rank here, in the parent.
-        state["placement"] = self.placement.resolved()
-        state["_chain"] = None
-        return state
 
     # -- resumption ------------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:

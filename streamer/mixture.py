@@ -15,7 +15,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from torch.utils.data import IterableDataset, get_worker_info
+from torch.utils.data import get_worker_info
 
 from shardstream.sizes import parse_size
 
@@ -32,11 +32,12 @@ from .shardopener import ShardOpener
 from .shared import SharedState
 from .shuffle import check_buffer
 from .standins import StandIns
+from .streambase import StreamBase
 
 Place = tuple[int, int, int, int]  # rank, world, worker, workers
 
 
-class Mixture(IterableDataset):
+class Mixture(StreamBase):
     """Samples of several datasets in planned proportions; see the module docstring.
 
     ``sources``: MixSource objects or mappings (``{"path": "data/coco", "weight": 0.5, "image_size": 224}``).
@@ -128,27 +129,10 @@ class Mixture(IterableDataset):
             out.append(start + (epoch - first_epoch) * per_epoch)
         return out
 
-    # -- epochs, counts, errors ------------------------------------------------------------------------
-    def set_epoch(self, epoch: int) -> None:
-        self._shared.epoch = epoch
-
-    @property
-    def epoch(self) -> int:
-        return self._shared.epoch
-
-    @property
-    def errors(self) -> dict[str, int]:
-        return self._shared.counts()
-
+    # -- counts ----------------------------------------------------------------------------------------
     def __len__(self) -> int:
         """Samples this rank yields per epoch: the same on every rank, whatever the worker count."""
         return self.plan(self.placement.resolve()[1], 1).rank_length
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = dict(self.__dict__)
-        state["placement"] = self.placement.resolved()  # spawned workers cannot see the process group
-        state["_chain"] = None
-        return state
 
     # -- resumption ------------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
