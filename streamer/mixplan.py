@@ -11,11 +11,17 @@ counts, every source's epoch is one contiguous run of its pass stream, and a res
 from __future__ import annotations
 
 import heapq
+from array import array
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
 from .placement import _check_place, rank_quota, worker_slice
+
+try:  # the interleave's loop in C (_interleave.c); without a compiler, the same loop in Python
+    from ._interleave import fill as _native_fill
+except ImportError:  # pragma: no cover - the build without a C compiler
+    _native_fill = None
 
 KINDS = ("weight", "repeat", "samples")
 
@@ -162,51 +168,83 @@ def plan_mixture(
     return MixturePlan(names, size, world, workers, rank_length, budgets)
 
 
-class Interleave(Iterator[int]):
+class Interleave:
     """Earliest-deadline-first order of per-source budgets over ``length`` positions.
 
     Source j's i-th sample may come no earlier than the first position where ceil(i-th share) allows it,
     and no later than the one where floor(share) demands it; picking the earliest deadline among the
     samples allowed meets every deadline, so at each prefix n, |count_j - budget_j * n / length| < 1.
     The state is the counts alone: the same counts give the same heaps, hence the same continuation.
+    Iterating yields source indices from where the counts stand, updating ``counts`` as it goes.
     """
 
-    def __init__(self, budgets: Sequence[int], counts: Sequence[int] | None = None) -> None:
+    def __init__(
+        self, budgets: Sequence[int], counts: Sequence[int] | None = None, *, native: bool = True
+    ) -> None:
         self.budgets = tuple(budgets)
         self.length = sum(self.budgets)
-        self.counts = list(counts) if counts is not None else [0] * len(self.budgets)
+        self.counts = array("q", counts if counts is not None else [0] * len(self.budgets))
+        self._native = _native_fill if native else None
         if len(self.counts) != len(self.budgets) or any(
             not 0 <= c <= b for c, b in zip(self.counts, self.budgets, strict=True)
         ):
             raise ValueError(f"counts {self.counts} do not fit budgets {list(self.budgets)}")
         self.position = sum(self.counts)
-        self._waiting: list[tuple[int, int, int]] = []  # (release, deadline, source)
-        self._ready: list[tuple[int, int]] = []  # (deadline, source)
-        for j in range(len(self.budgets)):
-            self._queue(j)
-
-    def _queue(self, j: int) -> None:
-        i, budget, length = self.counts[j] + 1, self.budgets[j], self.length
-        if i > budget:
-            return
-        release, deadline = (i - 1) * length // budget + 1, -(-i * length // budget)
-        if release <= self.position + 1:
-            heapq.heappush(self._ready, (deadline, j))
-        else:
-            heapq.heappush(self._waiting, (release, deadline, j))
+        self._budget_array = array("q", self.budgets)
+        self._state: tuple[list[tuple[int, int, int]], list[tuple[int, int]]] | None = None
 
     def state(self) -> dict[str, list[int]]:
         return {"counts": list(self.counts)}
 
-    def __next__(self) -> int:
-        if self.position >= self.length:
-            raise StopIteration
-        self.position += 1
-        waiting, ready = self._waiting, self._ready
-        while waiting and waiting[0][0] <= self.position:
-            _, deadline, j = heapq.heappop(waiting)
-            heapq.heappush(ready, (deadline, j))
-        _, j = heapq.heappop(ready)
-        self.counts[j] += 1
-        self._queue(j)
-        return j
+    def _heaps(self) -> tuple[list[tuple[int, int, int]], list[tuple[int, int]]]:
+        """(waiting: (release, deadline, source) not yet allowed, ready: (deadline, source)), from counts."""
+        waiting, ready = [], []
+        for j, (count, budget) in enumerate(zip(self.counts, self.budgets, strict=True)):
+            if count < budget:
+                release, deadline = count * self.length // budget + 1, -(-(count + 1) * self.length // budget)
+                if release <= self.position + 1:
+                    ready.append((deadline, j))
+                else:
+                    waiting.append((release, deadline, j))
+        heapq.heapify(ready)
+        heapq.heapify(waiting)
+        return waiting, ready
+
+    def fill(self, n: int) -> list[int]:
+        """The next ``n`` sources (fewer at the end); ``counts`` and ``position`` move past them."""
+        if self._native is not None:  # the same loop in C (_interleave.c), when it is built
+            out: list[int] = self._native(self._budget_array, self.counts, self.position, n)
+            self.position += len(out)
+            return out
+        if self._state is None:
+            self._state = self._heaps()
+        waiting, ready = self._state
+        counts, budgets, length = self.counts, self.budgets, self.length
+        push, pop, replace = heapq.heappush, heapq.heappop, heapq.heapreplace
+        position, stop = self.position, min(self.length, self.position + n)
+        out = []
+        while position < stop:  # the per-sample hot path: locals only, one heap operation or two
+            position += 1
+            while waiting and waiting[0][0] <= position:
+                _, deadline, j = pop(waiting)
+                push(ready, (deadline, j))
+            j = ready[0][1]
+            count = counts[j] = counts[j] + 1
+            budget = budgets[j]
+            if count < budget:
+                release, deadline = count * length // budget + 1, -(-(count + 1) * length // budget)
+                if release <= position + 1:
+                    replace(ready, (deadline, j))
+                else:
+                    pop(ready)
+                    push(waiting, (release, deadline, j))
+            else:
+                pop(ready)
+            out.append(j)
+        self.position = position
+        return out
+
+    def __iter__(self) -> Iterator[int]:
+        """One source at a time, ``counts`` exact at every step (``fill`` is the fast way)."""
+        while chunk := self.fill(1):
+            yield chunk[0]

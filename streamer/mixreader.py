@@ -10,6 +10,8 @@ so a thousand sources do not hold a thousand open files per worker.
 from __future__ import annotations
 
 import bisect
+import itertools
+import operator
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -25,6 +27,7 @@ from .shardopener import ShardOpener
 from .stratify import Stratified
 
 Decode = Callable[[dict[str, Any]], Any]
+_CHUNK = 1024  # sources picked at once: the interleave's loop runs without a generator hop per sample
 
 
 class SourceWindows:
@@ -40,89 +43,105 @@ class SourceWindows:
         window: int,
         recovery: Recovery,
         decode: Decode | None,
-        shard_base: int,
     ) -> None:
         self.name, self.opener, self.stream = name, opener, stream
         self.begin, self.end = run
         self.window = max(1, window)
-        self.recovery, self.decode, self.shard_base = recovery, decode, shard_base
+        self.recovery, self.decode = recovery, decode
         self._reader: Iterator[Item] | None = None
-        self._peeked: Item | None = None
-        self.seek(0)
+        self._back: list[Item] = []  # samples read ahead of their window (after a loss)
+        self._at = -1
+        self._position = self.begin  # the stream position the open reader stands at
 
     def seek(self, done: int) -> None:
-        """The next sample handed out will be the ``done``-th of the run (0-based), in window order."""
+        """The next window handed out starts at the run's ``done``-th sample (0-based, in window order)."""
         self.suspend()
-        self._done = self.begin + done  # stream position of the next sample
-        self._lo = self._hi = -1  # no window loaded: the next take loads the one holding it
-        self._slots: list[Item | None] = []
-        self._order: list[int] = []
+        self._position = self.begin + done
+
+    def next_window(self, touch: Callable[[SourceWindows], None]) -> Iterator[Item | None]:
+        """The rest of the window holding the next sample, in window order; None for a lost sample (the
+        Recovery has counted it and owes a stand-in). ``touch`` is told when a reader is used."""
+        position = self._position
+        lo, hi = self.stream.window(self.begin, self.end, self.window, position - self.begin)
+        slots = self._load(lo, hi, touch)
+        order = self.stream.window_order(lo, hi)
+        self._position = hi
+        return iter(self._finish_all([slots[k] for k in order[position - lo :]]))
 
     def suspend(self) -> None:
         """Close the reader (and its file or connection); the next window reopens where it stands."""
         if self._reader is not None:
             self._reader.close()  # type: ignore[attr-defined]
             self._reader = None
-        self._peeked = None
-
-    def take(self, touch: Callable[[SourceWindows], None]) -> Item | None:
-        """The next sample, or None when it was lost (the Recovery has counted it and owes a stand-in)."""
-        if self._done >= self._hi:
-            self._load(touch)
-        slot = self._order[self._done - self._lo]
-        self._done += 1
-        item, self._slots[slot] = self._slots[slot], None
-        if item is None:
-            return None
-        return self._finish(item)
+        self._back = []
 
     def read_one(self, shard: int, index: int) -> Any:
-        """Sample ``index`` of this source's shard ``shard``, as ``take`` hands it out (for stand-ins)."""
-        item = self._finish((shard, index, self.opener.read_one(shard, index)), raising=True)
-        return item[2]  # type: ignore[index]
+        """Sample ``index`` of shard ``shard`` (one of this source's), as windows hand it out (stand-ins)."""
+        item = (shard, index, self.opener.read_one(shard, index))
+        return self._finish_all([item], raising=True)[0][2]  # type: ignore[index]
 
-    def _finish(self, item: Item, raising: bool = False) -> Item | None:
-        shard, index, sample = item
-        sample["__source__"] = self.name
-        if self.decode is not None:
+    def _finish_all(self, items: list[Item | None], raising: bool = False) -> list[Item | None]:
+        """Tag each sample with its source and decode it: a window at once. Ids are the mixture's already."""
+        name, decode = self.name, self.decode
+        for item in items:
+            if item is not None:
+                item[2]["__source__"] = name
+        if decode is None:
+            return items
+        out: list[Item | None] = []
+        for item in items:
+            if item is None:
+                out.append(None)
+                continue
+            shard, index, sample = item
             try:
-                sample = self.decode(sample)
+                out.append((shard, index, decode(sample)))
             except StreamError as exc:
                 if raising:
                     raise
-                self.recovery.after_sample_error(exc, self.shard_base + shard, index)
-                return None
-        return self.shard_base + shard, index, sample
+                self.recovery.after_sample_error(exc, shard, index)
+                out.append(None)
+        return out
 
-    def _load(self, touch: Callable[[SourceWindows], None]) -> None:
-        """Read the window holding the next sample: every sample of it, in stream order, into its slot."""
-        lo, hi = self.stream.window(self.begin, self.end, self.window, self._done - self.begin)
-        where: dict[tuple[int, int], int] = {}
-        for segment in self.stream.segments(lo, hi):
-            for index in range(segment.start, segment.stop):  # type: ignore[arg-type]
-                where[(segment.shard, index)] = len(where)
-        if self._reader is None or self._hi != lo:  # not simply the window after the last one: reopen
+    def _load(self, lo: int, hi: int, touch: Callable[[SourceWindows], None]) -> list[Item | None]:
+        """Every sample of the window [lo, hi), in stream order; None where one was lost."""
+        if self._reader is None or self._at != lo:  # not simply the window after the last one: reopen
             self.suspend()
-            self._reader = iter(
-                SampleReader(self.opener, RunSegments(self.stream, lo, self.end), self.recovery)
-            )
+            segments = RunSegments(self.stream, lo, self.end)
+            self._reader = iter(SampleReader(self.opener, segments, self.recovery))
         touch(self)
-        reader, slots, last = self._reader, [None] * (hi - lo), hi - lo - 1
-        while True:
-            item = self._peeked if self._peeked is not None else next(reader, None)
-            self._peeked = None
-            if item is None:
-                break
-            slot = where.get((item[0], item[1]))
-            if slot is None:  # the next window's first sample (this window's last ones were lost)
-                self._peeked = item
+        self._at = hi
+        expected = [(seg.shard, seg.start, seg.stop) for seg in self.stream.segments(lo, hi)]
+        size, back = hi - lo, self._back
+        got = back[:size] + list(itertools.islice(self._reader, size - min(len(back), size)))
+        del back[:size]
+        first, last = expected[0], expected[-1]
+        if len(got) == size and got[0][:2] == first[:2] and got[-1][:2] == (last[0], last[2] - 1):
+            return got  # type: ignore[return-value]  # the stream is in order: nothing was lost
+        return self._place(got, expected)
+
+    def _place(self, got: list[Item], expected: list[tuple[int, int, int]]) -> list[Item | None]:
+        """The slow path, after a loss: each sample to its slot; later windows' samples kept for them."""
+        slot_of = {}
+        for shard, start, stop in expected:
+            for index in range(start, stop):
+                slot_of[(shard, index)] = len(slot_of)
+        slots: list[Item | None] = [None] * len(slot_of)
+        for k, item in enumerate(got):
+            slot = slot_of.get((item[0], item[1]))
+            if slot is None:  # past this window: everything from here on belongs to later windows
+                self._back = got[k:] + self._back
                 break
             slots[slot] = item
-            if slot == last:
-                break
-        self._slots: list[Item | None] = slots
-        self._order = self.stream.window_order(lo, hi).array().tolist()
-        self._lo, self._hi = lo, hi
+        else:
+            # Short of samples (losses) but not past the window: read on until a later window's sample.
+            for item in self._reader:  # type: ignore[union-attr]
+                slot = slot_of.get((item[0], item[1]))
+                if slot is None:
+                    self._back.append(item)
+                    break
+                slots[slot] = item
+        return slots
 
 
 class MixtureReader(Node):
@@ -133,6 +152,7 @@ class MixtureReader(Node):
         self,
         sources: Sequence[SourceWindows],
         budgets: Sequence[int],
+        bases: Sequence[int],
         *,
         max_open: int = 32,
         stratify: int | None = None,
@@ -142,9 +162,11 @@ class MixtureReader(Node):
         self.budgets = tuple(budgets)
         self.max_open = max_open
         self.stratify = stratify
-        self._bases = [s.shard_base for s in self.sources]
+        self._bases = list(bases)  # where each source's shards begin in the mixture's shard list
         self._open: OrderedDict[int, SourceWindows] = OrderedDict()
         self._order = self._make_order(None)
+        self._chunk: list[int] = []  # the picks being handed out, and an iterator over them
+        self._picks: Iterator[int] = iter(())
 
     def _make_order(self, state: dict[str, Any] | None) -> Interleave | Stratified:
         counts = state["counts"] if state else None
@@ -155,11 +177,14 @@ class MixtureReader(Node):
         return Interleave(self.budgets, counts)
 
     def _current_state(self) -> dict[str, Any]:
-        return self._order.state()
+        state = self._order.state()
+        left = operator.length_hint(self._picks)  # picked ahead in the last chunk, not yet handed out
+        for j in self._chunk[len(self._chunk) - left :]:
+            state["counts"][j] -= 1
+        return state
 
     def read_one(self, shard: int, index: int) -> Any:
-        source = self.sources[bisect.bisect_right(self._bases, shard) - 1]
-        return source.read_one(shard - source.shard_base, index)
+        return self.sources[bisect.bisect_right(self._bases, shard) - 1].read_one(shard, index)
 
     def _touch(self, source: SourceWindows) -> None:
         key = id(source)
@@ -172,14 +197,22 @@ class MixtureReader(Node):
     def _generate(self, state: dict[str, Any] | None) -> Iterator[Item]:
         self._order = order = self._make_order(state)
         self._close()
-        for source, done in zip(self.sources, order.counts, strict=True):
+        sources = self.sources
+        windows: list[Iterator[Item | None]] = [iter(()) for _ in sources]
+        for source, done in zip(sources, order.counts, strict=True):
             source.seek(done)
-        sources, touch = self.sources, self._touch
         try:
-            for j in order:
-                item = sources[j].take(touch)
-                if item is not None:
-                    yield item
+            while chunk := order.fill(_CHUNK):
+                self._chunk = chunk
+                self._picks = picks = iter(chunk)
+                for j in picks:  # per sample: a list iterator's step, one next(), one comparison
+                    try:
+                        item = next(windows[j])
+                    except StopIteration:  # this source's window is used up: the next one
+                        windows[j] = window = sources[j].next_window(self._touch)
+                        item = next(window)
+                    if item is not None:
+                        yield item
         finally:
             self._close()
 

@@ -11,11 +11,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
+import numpy as np
+
 from shardstream.errors import FormatError
 
 from .mixplan import KINDS, Share
 from .openers import OpenOptions, scheme_of
-from .shards import ShardList
+from .shards import ShardList, _Concat
 
 DECODE_KEYS = ("image", "image_size", "audio_rate", "audio_mono", "video_frames", "decoders")
 
@@ -104,3 +106,17 @@ def source_decoder(source: MixSource) -> Any:
         return SampleDecoder(fields=source_fields(source), **options)
     except ValueError as exc:
         raise ValueError(f"source {source.label()!r}: {exc}") from exc
+
+
+def all_shards(lists: Sequence[ShardList]) -> tuple[ShardList, list[int]]:
+    """Every source's shards as one list (so a sample's id names its shard across the mixture), and where
+    each source's shards begin in it."""
+    bases = [0]
+    for shards in lists:
+        bases.append(bases[-1] + len(shards))
+    counts = np.concatenate([shards.counts for shards in lists])  # type: ignore[misc]
+    digests = None
+    if all(shards.digests is not None for shards in lists):
+        digests = np.concatenate([shards.digests for shards in lists])  # type: ignore[misc]
+    joined = _Concat([shards.urls for shards in lists])
+    return ShardList(joined, counts, f"a mixture of {len(lists)} sources", digests), bases[:-1]

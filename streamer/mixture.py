@@ -10,7 +10,9 @@ means the rank's length is fixed by the epoch size, not by the sources' sizes.
 
 from __future__ import annotations
 
+import bisect
 import copy
+import operator
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -22,7 +24,7 @@ from shardstream.sizes import parse_size
 from .httpoptions import HttpOptions
 from .mixplan import MixturePlan, plan_mixture
 from .mixreader import MixtureReader, SourceWindows
-from .mixsource import MixSource, counted_shards, source_decoder, source_fields
+from .mixsource import MixSource, all_shards, counted_shards, source_decoder, source_fields
 from .nodes import Node
 from .openers import OpenOptions, scheme_of
 from .options import Errors, Placement
@@ -35,6 +37,7 @@ from .standins import StandIns
 from .streambase import StreamBase
 
 Place = tuple[int, int, int, int]  # rank, world, worker, workers
+_sample_of = operator.itemgetter(2)  # (shard, index, sample) -> sample
 
 
 class Mixture(StreamBase):
@@ -94,6 +97,7 @@ class Mixture(StreamBase):
             s.share(int(shards.total)) for s, shards in zip(self.sources, self.shard_lists, strict=True)
         ]
         self.names = [share.name for share in self.shares]
+        self.shards, self.bases = all_shards(self.shard_lists)
         self.decoders = [source_decoder(s) for s in self.sources]
         if prefetch is None:
             remote = any(scheme_of(shards.urls[0]) not in ("file", "pipe") for shards in self.shard_lists)
@@ -179,25 +183,16 @@ class Mixture(StreamBase):
         chain = self._assemble(place, epoch)
         chain.reset(node_state)
         self._chain = (chain, epoch, place)
-        return (sample for _, _, sample in chain)
+        return map(_sample_of, chain)  # the per-sample loop runs in C
 
     def _assemble(self, place: Place, epoch: int) -> Node:
         rank, world, worker, workers = place
         plan = self.plan(world, workers)
         budgets, length = plan.budgets(worker), plan.worker_length(worker)
-        openers = [
-            ShardOpener(
-                shards,
-                self.opening,
-                fields=source_fields(s),
-                prefetch=self.prefetch,
-                prefetch_bytes=self.prefetch_bytes,
-            )
-            for s, shards in zip(self.sources, self.shard_lists, strict=True)
-        ]
-        bases = [0]
-        for shards in self.shard_lists:
-            bases.append(bases[-1] + len(shards))
+        # One opener per source (its own fields, its own sidecar cache), all over the mixture's shard list.
+        openers = [ShardOpener(self.shards, self.opening, fields=source_fields(s), prefetch=self.prefetch,
+                               prefetch_bytes=self.prefetch_bytes) for s in self.sources]  # fmt: skip
+        bases = self.bases
         recovery = Recovery(self.error_handling, counters=self._shared, counted=True,
                             locate=lambda shard, index: _locate(openers, bases, shard, index))  # fmt: skip
         windows = []
@@ -205,19 +200,17 @@ class Mixture(StreamBase):
             zip(self.names, self.shard_lists, self.starts(epoch, plan), strict=True)
         ):
             begin, end = plan.worker_range(j, rank, worker)
-            stream = PassStream(
-                shards.counts, seed=self.placement.seed, salt=name, shuffle=self.placement.shuffle
-            )
+            stream = PassStream(shards.counts, seed=self.placement.seed, salt=name,
+                                shuffle=self.placement.shuffle, base=bases[j])  # fmt: skip
             window = max(1, self.buffer_size * budgets[j] // max(length, 1)) if self.placement.shuffle else 1
             run = (start + begin, start + end)
             windows.append(SourceWindows(name, openers[j], stream, run, window=window, recovery=recovery,
-                                         decode=self.decoders[j], shard_base=bases[j]))  # fmt: skip
-        node: Node = MixtureReader(windows, budgets, max_open=self.max_open, stratify=self.stratify)
+                                         decode=self.decoders[j]))  # fmt: skip
+        node: Node = MixtureReader(windows, budgets, bases, max_open=self.max_open, stratify=self.stratify)
         if recovery.owes:
             node = StandIns(node, recovery)
         return node
 
 
 def _locate(openers: Sequence[ShardOpener], bases: Sequence[int], shard: int, index: int) -> int | None:
-    j = max(i for i, base in enumerate(bases[:-1]) if base <= shard)
-    return openers[j].sample_offset(shard - bases[j], index)
+    return openers[bisect.bisect_right(bases, shard) - 1].sample_offset(shard, index)

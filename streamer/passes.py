@@ -4,7 +4,7 @@ Position x of the stream is sample x mod N of pass x // N, so reading a source k
 [0, k N) of its stream, every sample once per pass. Shard orders are keyed by the source's name, never its
 place in the list, so adding or removing another source changes nothing here. Within a worker, samples
 are shuffled in windows: runs of at most ``window`` consecutive stream positions, never across a pass
-boundary, each handed out in its own keyed permutation. Trade-off: a window shuffles less than a reservoir
+boundary, each handed out in its own keyed shuffle. Trade-off: a window shuffles less than a reservoir
 buffer would, but which samples are out after c of them is a pure function of c, so a restore re-reads one
 window per source instead of replaying a buffer's history.
 """
@@ -16,19 +16,22 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from .permute import Permutation
+from .permute import _mix
 from .placement import Segment, _stream_to_segments, shard_order
 
 
 class PassStream:
     """Shards with ``counts`` samples, read in passes; ``seed`` and ``salt`` key the shard orders."""
 
-    def __init__(self, counts: np.ndarray, *, seed: int, salt: str, shuffle: bool = True) -> None:
+    def __init__(
+        self, counts: np.ndarray, *, seed: int, salt: str, shuffle: bool = True, base: int = 0
+    ) -> None:
         self.counts = np.asarray(counts, dtype=np.int64)
         self.size = int(self.counts.sum())
         if self.size < 1:
             raise ValueError(f"{salt}: a pass stream needs at least one sample")
         self.seed, self.salt, self.shuffle = seed, salt, shuffle
+        self.base = base  # added to every shard number: where this source's shards sit in a longer list
         self._pass: tuple[int, np.ndarray, np.ndarray] | None = None  # the last pass's order and ends
 
     def _order(self, number: int) -> tuple[np.ndarray, np.ndarray]:
@@ -43,7 +46,10 @@ class PassStream:
             number, first = divmod(begin, self.size)
             last = min(end - number * self.size, self.size)
             order, ends = self._order(number)
-            yield from _stream_to_segments(order, ends, self.counts, first, last)
+            for segment in _stream_to_segments(order, ends, self.counts, first, last):
+                yield (
+                    Segment(segment.shard + self.base, segment.start, segment.stop) if self.base else segment
+                )
             begin = number * self.size + last
 
     def window(self, begin: int, end: int, window: int, offset: int) -> tuple[int, int]:
@@ -53,9 +59,15 @@ class PassStream:
         lo = piece + (x - piece) // window * window
         return lo, min(lo + window, (x // self.size + 1) * self.size, end)
 
-    def window_order(self, lo: int, hi: int) -> Permutation:
+    def window_order(self, lo: int, hi: int) -> list[int]:
         """The order a window's samples go out in; keyed by the window's place, so any worker agrees."""
-        return Permutation(hi - lo, _pass_seed(self.seed, self.salt), lo, salt="window")
+        if not self.shuffle:
+            return list(range(hi - lo))
+        # Sorting positions by a keyed hash is a uniform shuffle that needs no RNG state to reproduce.
+        key = np.uint64(_pass_seed(self.seed, f"window:{self.salt}"))
+        with np.errstate(over="ignore"):
+            hashed = _mix(np.arange(lo, hi, dtype=np.uint64) ^ key)
+        return np.argsort(hashed, kind="stable").tolist()
 
 
 class RunSegments:

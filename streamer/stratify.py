@@ -19,7 +19,7 @@ import numpy as np
 from .mixplan import Interleave
 
 
-class Stratified(Iterator[int]):
+class Stratified:
     """Sources in batch-stratified order over ``budgets``; state: counts now and at the batch's start."""
 
     def __init__(
@@ -78,14 +78,21 @@ class Stratified(Iterator[int]):
         inside = Interleave(q[present].tolist(), None if done is None else done[present].tolist())
         return inside, present.tolist()
 
-    def __next__(self) -> int:
+    def fill(self, n: int) -> list[int]:
+        """The next sources, at most ``n`` and never past the current batch's end (empty at the end)."""
         if self._inside is None or self._inside[0].position >= self._inside[0].length:
             if self.position >= self.length:
-                raise StopIteration
+                return []
             self._start = np.asarray(self.counts, dtype=np.int64)
             self._inside = self._batch_order(self._start)
         inside, present = self._inside
-        j = present[next(inside)]
-        self.counts[j] += 1
-        self.position += 1
-        return j
+        out = [present[j] for j in inside.fill(n)]
+        counts = self.counts
+        for j in out:
+            counts[j] += 1
+        self.position += len(out)
+        return out
+
+    def __iter__(self) -> Iterator[int]:
+        while chunk := self.fill(1):
+            yield chunk[0]

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streamer.mixplan import Interleave, Share, apportion, epoch_targets, plan_mixture
+from streamer.mixplan import Interleave, Share, _native_fill, apportion, epoch_targets, plan_mixture
 from streamer.passes import PassStream, RunSegments
 from streamer.stratify import Stratified
 
@@ -166,7 +166,7 @@ def test_pass_streams_hold_every_sample_once_per_pass_and_windows_never_cross_a_
         lo, hi = stream.window(begin, end, window, offset)
         assert lo == begin + offset and begin <= lo < hi <= end and hi - lo <= window
         assert lo // size == (hi - 1) // size  # one pass
-        assert sorted(stream.window_order(lo, hi).array().tolist()) == list(range(hi - lo))
+        assert sorted(stream.window_order(lo, hi)) == list(range(hi - lo))
         offset = hi - begin
 
 
@@ -240,8 +240,9 @@ def test_an_interleave_restored_from_its_counts_continues_identically(budgets, d
     full = list(Interleave(budgets))
     stop = data.draw(st.integers(0, len(full)))
     head = Interleave(budgets)
+    order = iter(head)
     for _ in range(stop):
-        next(head)
+        next(order)
     assert list(Interleave(budgets, head.counts)) == full[stop:]
 
 
@@ -273,7 +274,22 @@ def test_a_stratified_order_restored_from_its_state_continues_identically(budget
     full = list(Stratified(budgets, batch))
     stop = data.draw(st.integers(0, len(full)))
     head = Stratified(budgets, batch)
+    order = iter(head)
     for _ in range(stop):
-        next(head)
+        next(order)
     state = head.state()
     assert list(Stratified(budgets, batch, state["counts"], state["batch_start"])) == full[stop:]
+
+
+@pytest.mark.skipif(_native_fill is None, reason="streamer/_interleave.c is not built here")
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(st.integers(0, 60), min_size=1, max_size=40).filter(any),
+    st.lists(st.integers(1, 50), min_size=1),
+)
+def test_the_c_interleave_picks_exactly_what_the_python_one_picks(budgets, chunks):
+    native, python = Interleave(budgets), Interleave(budgets, native=False)
+    for n in chunks * (1 + sum(budgets) // sum(chunks)):
+        assert native.fill(n) == python.fill(n)
+        assert list(native.counts) == list(python.counts) and native.position == python.position
+    assert native.fill(5) == python.fill(5) == []
