@@ -272,3 +272,11 @@ def test_a_damaged_sample_is_skipped_counted_and_stood_in_for_keeping_the_length
     keys = collections.Counter(s["__key__"] for s in samples if s["__source__"] == "hurt")
     assert "s000-00005" not in keys and sum(keys.values()) == 40  # 39 read, one good one repeated
     assert mixture.errors["samples_skipped"] == 1 and mixture.errors["samples_repeated"] == 1
+
+
+def test_a_reader_closed_to_keep_few_files_open_reopens_where_it_stood(three):
+    """max_open=1: every switch of source closes one reader and reopens another mid-run."""
+    weights = {"tiny": 0.2, "mid": 0.3, "big": 0.5}
+    many = [_keys([s]) for s in Mixture(_sources(three, weights), epoch_size=900, buffer_size=30)]
+    one = [_keys([s]) for s in Mixture(_sources(three, weights), epoch_size=900, buffer_size=30, max_open=1)]
+    assert one == many and len(one) == 900
