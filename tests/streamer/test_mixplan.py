@@ -293,3 +293,23 @@ def test_the_c_interleave_picks_exactly_what_the_python_one_picks(budgets, chunk
         assert native.fill(n) == python.fill(n)
         assert list(native.counts) == list(python.counts) and native.position == python.position
     assert native.fill(5) == python.fill(5) == []
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(0, 60), min_size=1, max_size=30).filter(any), st.data())
+def test_the_python_interleave_restored_from_counts_continues_as_the_uninterrupted_one(budgets, data):
+    full = Interleave(budgets, native=False).fill(sum(budgets))
+    stop = data.draw(st.integers(0, len(full)))
+    head = Interleave(budgets, native=False)
+    head.fill(stop)
+    rest = Interleave(budgets, list(head.counts), native=False)
+    assert rest.fill(data.draw(st.integers(1, 7))) + rest.fill(sum(budgets)) == full[stop:]
+
+
+def test_stratified_orders_refuse_a_bad_batch_or_state():
+    with pytest.raises(ValueError, match=r"stratify \(the batch size\) must be >= 1, not 0"):
+        Stratified([3, 4], 0)
+    with pytest.raises(ValueError, match=r"do not fit 2 sources"):
+        Stratified([3, 4], 2, [1, 1], [2, 0])  # a batch cannot start past where the counts stand
+    with pytest.raises(ValueError, match=r"do not fit 2 sources"):
+        Stratified([3, 4], 2, [1, 1, 0])
