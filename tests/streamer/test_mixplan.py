@@ -313,3 +313,14 @@ def test_stratified_orders_refuse_a_bad_batch_or_state():
         Stratified([3, 4], 2, [1, 1], [2, 0])  # a batch cannot start past where the counts stand
     with pytest.raises(ValueError, match=r"do not fit 2 sources"):
         Stratified([3, 4], 2, [1, 1, 0])
+
+
+@pytest.mark.parametrize(("budgets", "batch"), [([5, 3], 4), ([7, 5, 4], 4), ([9, 2, 2], 3), ([6, 6, 1], 5)])
+def test_stratified_orders_meet_every_budget_when_the_last_batches_owe_extras(budgets, batch):
+    """Small cases where the last batch must hand out the extras still owed (floor(share x batch) >= 1)."""
+    sequence = list(Stratified(budgets, batch))
+    assert [sequence.count(j) for j in range(len(budgets))] == budgets
+    length = sum(budgets)
+    for start in range(0, length - length % batch, batch):
+        held = [sequence[start : start + batch].count(j) for j in range(len(budgets))]
+        assert all(abs(h - b * batch / length) < 1 for h, b in zip(held, budgets, strict=True))
