@@ -19,8 +19,6 @@ from typing import Any
 
 from torch.utils.data import get_worker_info
 
-from shardstream.sizes import parse_size
-
 from .httpoptions import HttpOptions
 from .mapper import Mapper
 from .nodes import Node
@@ -80,16 +78,13 @@ class ShardDataset(StreamBase):
         self.error_handling = Errors(on_error=on_error, keep_length=keep_length)
         self.placement = Placement(shuffle=shuffle, seed=seed, remainder=remainder, resampled=resampled,
                                    rank=rank, world_size=world_size)  # fmt: skip
-        if isinstance(cache_size, str):
-            cache_size = parse_size(cache_size, name="cache_size")
-        cache = os.fspath(cache_dir) if cache_dir is not None else None
-        opening = OpenOptions(http=http or HttpOptions(), cache_dir=cache, cache_size=cache_size)
+        opening = OpenOptions.of(http, cache_dir, cache_size)
         self.shards = ShardList.from_source(source, opening)
         if prefetch is None:  # read-ahead pays off where latency is: remote shards, not the page cache
             prefetch = 2 if scheme_of(self.shards.urls[0]) not in ("file", "pipe") else 0
         self.reading = Reading(opening, tuple(fields) if fields else None, buffer_size, initial, prefetch,
                                prefetch_bytes)  # fmt: skip
-        self.decoder = _decoder(decode, image=image, image_size=image_size, audio_rate=audio_rate,
+        self.decoder = make_decoder(decode, image=image, image_size=image_size, audio_rate=audio_rate,
                                 audio_mono=audio_mono, video_frames=video_frames, decoders=decoders,
                                 fields=self.reading.fields)  # fmt: skip
         self._shared = SharedState()
@@ -178,7 +173,10 @@ class ShardDataset(StreamBase):
         return WholeShards(n, shuffle=p.shuffle, **common)
 
 
-def _decoder(decode: bool | Callable[[dict[str, Any]], Any], **options: Any) -> Callable[[Any], Any] | None:
+Decode = Callable[[dict[str, Any]], Any]
+
+
+def make_decoder(decode: bool | Decode, **options: Any) -> Callable[[Any], Any] | None:
     """The per-sample decode function: the caller's own, a SampleDecoder built from the options, or None."""
     if callable(decode):
         return decode

@@ -95,15 +95,12 @@ def source_fields(source: MixSource) -> tuple[str, ...] | None:
 
 
 def source_decoder(source: MixSource) -> Any:
-    if callable(source.decode):
-        return source.decode
-    if not source.decode:
-        return None
-    from .decode import SampleDecoder
+    """The source's decode function, made as ShardDataset makes its own; errors name the source."""
+    from .dataset import make_decoder
 
     options = {key: getattr(source, key) for key in DECODE_KEYS}
     try:
-        return SampleDecoder(fields=source_fields(source), **options)
+        return make_decoder(source.decode, fields=source_fields(source), **options)
     except ValueError as exc:
         raise ValueError(f"source {source.label()!r}: {exc}") from exc
 

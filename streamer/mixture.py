@@ -19,20 +19,17 @@ from typing import Any
 
 from torch.utils.data import get_worker_info
 
-from shardstream.sizes import parse_size
-
 from .httpoptions import HttpOptions
 from .mixplan import MixturePlan, plan_mixture
 from .mixreader import MixtureReader, SourceWindows
 from .mixsource import MixSource, all_shards, counted_shards, source_decoder, source_fields
 from .nodes import Node
 from .openers import OpenOptions, scheme_of
-from .options import Errors, Placement
+from .options import Errors, Placement, Reading
 from .passes import PassStream
 from .recovery import Recovery
 from .shardopener import ShardOpener
 from .shared import SharedState
-from .shuffle import check_buffer
 from .standins import StandIns
 from .streambase import StreamBase
 
@@ -79,30 +76,26 @@ class Mixture(StreamBase):
         self.placement = Placement(shuffle=shuffle, seed=seed, remainder=remainder, rank=rank,
                                    world_size=world_size)  # fmt: skip
         self.error_handling = Errors(on_error=on_error, keep_length=keep_length)
-        check_buffer(buffer_size, None)
         if max_open < 1:
             raise ValueError(f"max_open must be >= 1, not {max_open}")
         if stratify is not None and (
             isinstance(stratify, bool) or not isinstance(stratify, int) or stratify < 1
         ):
             raise ValueError(f"stratify must be the DataLoader's batch size (an int >= 1), not {stratify!r}")
-        self.buffer_size, self.epoch_size, self.max_open = buffer_size, epoch_size, max_open
-        self.stratify = stratify
-        if isinstance(cache_size, str):
-            cache_size = parse_size(cache_size, name="cache_size")
-        cache = os.fspath(cache_dir) if cache_dir is not None else None
-        self.opening = OpenOptions(http=http or HttpOptions(), cache_dir=cache, cache_size=cache_size)
-        self.shard_lists = [counted_shards(s, self.opening) for s in self.sources]
+        self.epoch_size, self.max_open, self.stratify = epoch_size, max_open, stratify
+        opening = OpenOptions.of(http, cache_dir, cache_size)
+        self.shard_lists = [counted_shards(s, opening) for s in self.sources]
         self.shares = [
             s.share(int(shards.total)) for s, shards in zip(self.sources, self.shard_lists, strict=True)
         ]
         self.names = [share.name for share in self.shares]
         self.shards, self.bases = all_shards(self.shard_lists)
         self.decoders = [source_decoder(s) for s in self.sources]
-        if prefetch is None:
+        if prefetch is None:  # one shard ahead per open reader, where latency is: remote shards
             remote = any(scheme_of(shards.urls[0]) not in ("file", "pipe") for shards in self.shard_lists)
             prefetch = 1 if remote else 0
-        self.prefetch, self.prefetch_bytes = prefetch, prefetch_bytes
+        # Fields are per source (each opener's own); the buffer and read-ahead are checked as ShardDataset's.
+        self.reading = Reading(opening, None, buffer_size, None, prefetch, prefetch_bytes)
         self.plan(self.placement.resolve()[1], 1)  # every error in the sources shows now, in the parent
         self._origins: dict[str, tuple[int, int]] = {}  # name -> (epoch, its pass-stream start then)
         self._shared = SharedState()
@@ -190,8 +183,9 @@ class Mixture(StreamBase):
         plan = self.plan(world, workers)
         budgets, length = plan.budgets(worker), plan.worker_length(worker)
         # One opener per source (its own fields, its own sidecar cache), all over the mixture's shard list.
-        openers = [ShardOpener(self.shards, self.opening, fields=source_fields(s), prefetch=self.prefetch,
-                               prefetch_bytes=self.prefetch_bytes) for s in self.sources]  # fmt: skip
+        reading = self.reading
+        openers = [ShardOpener(self.shards, reading.open, fields=source_fields(s), prefetch=reading.prefetch,
+                               prefetch_bytes=reading.prefetch_bytes) for s in self.sources]  # fmt: skip
         bases = self.bases
         recovery = Recovery(self.error_handling, counters=self._shared, counted=True,
                             locate=lambda shard, index: _locate(openers, bases, shard, index))  # fmt: skip
@@ -202,7 +196,7 @@ class Mixture(StreamBase):
             begin, end = plan.worker_range(j, rank, worker)
             stream = PassStream(shards.counts, seed=self.placement.seed, salt=name,
                                 shuffle=self.placement.shuffle, base=bases[j])  # fmt: skip
-            window = max(1, self.buffer_size * budgets[j] // max(length, 1)) if self.placement.shuffle else 1
+            window = reading.buffer_size * budgets[j] // max(length, 1) if self.placement.shuffle else 1
             run = (start + begin, start + end)
             windows.append(SourceWindows(name, openers[j], stream, run, window=window, recovery=recovery,
                                          decode=self.decoders[j]))  # fmt: skip

@@ -18,6 +18,7 @@ from typing import Any, BinaryIO
 from urllib.parse import urlparse
 
 from shardstream.errors import ShardNotFoundError, ShardReadError
+from shardstream.sizes import parse_size
 
 from .http import HttpOptions, HttpStream, read_http, redact
 
@@ -37,6 +38,16 @@ class OpenOptions:
 
     def cache(self) -> Any:
         return _cache(self.cache_dir, self.cache_size) if self.cache_dir else None
+
+    @classmethod
+    def of(
+        cls, http: HttpOptions | None, cache_dir: str | os.PathLike[str] | None, cache_size: int | str | None
+    ) -> OpenOptions:
+        """From a dataset's keyword options: ``cache_size`` may be text ("20GB")."""
+        if isinstance(cache_size, str):
+            cache_size = parse_size(cache_size, name="cache_size")
+        cache = os.fspath(cache_dir) if cache_dir is not None else None
+        return cls(http=http or HttpOptions(), cache_dir=cache, cache_size=cache_size)
 
 
 @lru_cache(maxsize=8)
