@@ -50,8 +50,8 @@ class SourceWindows:
         self.recovery, self.decode = recovery, decode
         self._reader: Iterator[Item] | None = None
         self._back: list[Item] = []  # samples read ahead of their window (after a loss)
-        self._at = -1
-        self._position = self.begin  # the stream position the open reader stands at
+        self._at = -1  # the stream position the open reader stands at
+        self._position = self.begin  # where the next window handed out begins
 
     def seek(self, done: int) -> None:
         """The next window handed out starts at the run's ``done``-th sample (0-based, in window order)."""

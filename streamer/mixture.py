@@ -96,6 +96,7 @@ class Mixture(StreamBase):
             prefetch = 1 if remote else 0
         # Fields are per source (each opener's own); the buffer and read-ahead are checked as ShardDataset's.
         self.reading = Reading(opening, None, buffer_size, None, prefetch, prefetch_bytes)
+        self._plans: dict[tuple[int, int], MixturePlan] = {}
         self.plan(self.placement.resolve()[1], 1)  # every error in the sources shows now, in the parent
         self._origins: dict[str, tuple[int, int]] = {}  # name -> (epoch, its pass-stream start then)
         self._shared = SharedState()
@@ -115,8 +116,13 @@ class Mixture(StreamBase):
 
     # -- the plan --------------------------------------------------------------------------------------
     def plan(self, world: int, workers: int) -> MixturePlan:
-        return plan_mixture(self.shares, world=world, workers=workers, epoch_size=self.epoch_size,
-                            remainder=self.placement.remainder)  # fmt: skip
+        """The epoch's plan for this topology, made once: state_dict asks for it at every batch."""
+        plan = self._plans.get((world, workers))
+        if plan is None:
+            plan = self._plans[world, workers] = plan_mixture(
+                self.shares, world=world, workers=workers, epoch_size=self.epoch_size,
+                remainder=self.placement.remainder)  # fmt: skip
+        return plan
 
     def starts(self, epoch: int, plan: MixturePlan) -> list[int]:
         """Where each source's run of this epoch begins in its pass stream."""
