@@ -1,12 +1,16 @@
 """Batch-stratified order: every batch of a worker holds the floor or ceiling of each source's share of it.
 
-The worker's stream is cut into batches of ``batch`` samples (the DataLoader's, each from one worker).
-Each source gets floor(share x batch) of every batch; the batch's remaining places go one each, earliest
-deadline first (the source whose count falls below floor(share x position) soonest), where a source owed
-as many extras as batches are left goes first, so every budget is met exactly by the worker's last batch.
-Within a batch the places are interleaved as ``Interleave`` does. Trade-off: O(sources) work per batch
-(vectorised) instead of O(log sources) per sample; in exchange every batch, and so every global batch,
-is balanced, not only every prefix.
+The worker's stream is cut into batches of ``batch`` samples (the DataLoader's, each from one worker; the
+last may be short). Source j's share of a full batch is b_j x batch / length = f_j + its fraction; it gets
+f_j of every full batch, and the fractions, which add up to a whole number F, become F extra places a
+batch. Which sources take them is a Pfair schedule (Baruah et al. 1996): source j's extras are a task of
+weight e_j / T over the T full batches, scheduled on F processors by PD² (Anderson and Srinivasan), which
+is optimal for such tasks, so every batch hands out exactly F extras, no source takes two, and each
+source's extras stay within one of e_j x t / T after every batch t. The short last batch takes its own
+floors plus one extra for the sources with the largest remainders. Within a batch the places are
+interleaved as ``Interleave`` does. Trade-off: O(sources) work per batch (vectorised) instead of
+O(log sources) per sample; in exchange every batch, and so every global batch, is balanced, not only
+every prefix, every budget is met exactly, and a source's running count stays within 2 of its share.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ class Stratified:
         start = np.asarray(batch_start if batch_start is not None else self.counts, dtype=np.int64)
         if len(self.counts) != k or len(start) != k or (start > np.asarray(self.counts)).any():
             raise ValueError(f"counts {self.counts} and batch start {start.tolist()} do not fit {k} sources")
+        self._plan = _ExtraPlan(self.budgets, batch)
         self._start = start
         self.position = sum(self.counts)
         self._inside: tuple[Interleave, list[int]] | None = None
@@ -47,30 +52,7 @@ class Stratified:
 
     def composition(self, start: np.ndarray) -> np.ndarray:
         """Samples of each source in the batch that begins when ``start`` of each have been read."""
-        budgets, length = self.budgets, self.length
-        first = int(start.sum())
-        size = min(self.batch, length - first)
-        base = budgets * size // length
-        extras = size - int(base.sum())
-        # Extras still owed to each source after this batch's base and the bases of the batches after it.
-        full_after = max(0, (length - first - size) // self.batch)
-        last = (length - first - size) - full_after * self.batch
-        owed = (
-            budgets - start - base - full_after * (budgets * self.batch // length) - budgets * last // length
-        )
-        batches_left = 1 + full_after + (1 if last else 0)
-        # Earliest deadline first: the extra sample that floor(share x position) demands soonest, among
-        # those ceil(share x batch end) allows; a source owed an extra in every batch left goes first.
-        need = start + base + 1
-        allowed = need * length < budgets * (first + size) + length
-        deadline = np.where(budgets > 0, -(-need * length // np.maximum(budgets, 1)), np.iinfo(np.int64).max)
-        forced = np.flatnonzero(owed >= batches_left)
-        candidates = (owed > 0) & (owed < batches_left) & allowed
-        order = np.lexsort((np.arange(len(budgets)), deadline))
-        rest = [j for j in order if candidates[j]][: max(0, extras - len(forced))]
-        q = base.copy()
-        q[np.concatenate([forced, np.asarray(rest, dtype=np.int64)])] += 1
-        return q
+        return self._plan.composition(start)
 
     def _batch_order(self, start: np.ndarray, done: np.ndarray | None = None) -> tuple[Interleave, list[int]]:
         q = self.composition(start)
@@ -96,3 +78,57 @@ class Stratified:
     def __iter__(self) -> Iterator[int]:
         while chunk := self.fill(1):
             yield chunk[0]
+
+
+class _ExtraPlan:
+    """The fixed part of every batch and the Pfair tasks that share out the extra places (see above)."""
+
+    def __init__(self, budgets: np.ndarray, batch: int) -> None:
+        length = int(budgets.sum())
+        self.batch, self.length = batch, length
+        self.full, last = divmod(length, batch)  # T full batches, then a short one of `last` samples
+        self.base = budgets * batch // max(length, 1)
+        self.extras = batch - int(self.base.sum())  # F: extra places in every full batch
+        self.last_base = budgets * last // max(length, 1)
+        self.last = np.zeros_like(budgets)  # the short batch's extras: the largest remainders
+        if last:
+            remainders = budgets * last % length
+            ranked = np.lexsort((np.arange(len(budgets)), -remainders))
+            self.last[ranked[: last - int(self.last_base.sum())]] = 1
+        # e_j: extras source j takes over the full batches; 0 <= e_j <= T, and they add up to T x F.
+        self.tasks = budgets - self.full * self.base - self.last_base - self.last
+
+    def composition(self, start: np.ndarray) -> np.ndarray:
+        t = int(start.sum()) // self.batch
+        if t >= self.full:
+            return self.last_base + self.last
+        q = self.base.copy()
+        q[self._pd2(start - t * self.base, t)] += 1
+        return q
+
+    def _pd2(self, given: np.ndarray, t: int) -> np.ndarray:
+        """The F sources that take an extra in full batch t, ``given`` extras so far: PD² priorities."""
+        e, slots = self.tasks, self.full
+        k = given + 1  # each source's next subtask (1-based); it may run in slots [release, deadline)
+        weight = np.maximum(e, 1)
+        release = (k - 1) * slots // weight
+        deadline = _ceil(k * slots, weight)
+        ready = np.flatnonzero((k <= e) & (release <= t))
+        d, w = deadline[ready], e[ready]
+        successor = (k[ready] * slots % w != 0).astype(np.int64)  # its window overlaps the next one's
+        # Heavy tasks (weight >= 1/2, below 1) tie-break on the group deadline, ceil(ceil(d (1 - wt)) /
+        # (1 - wt)) with wt = e / T: the later one goes first.
+        spare = slots - w
+        group = _ceil(_ceil(d * spare, slots) * slots, np.maximum(spare, 1))
+        group = np.where((2 * w >= slots) & (w < slots), group, 0)
+        order = ready[np.lexsort((ready, -group, -successor, d))]
+        if len(order) < self.extras:  # PD² is optimal here (total weight F): this would be a bug of ours
+            raise RuntimeError(
+                f"stratified order: {self.extras} extra places in batch {t} but {len(order)} sources ready "
+                f"(tasks {e.tolist()}, {slots} batches); please report this"
+            )
+        return order[: self.extras]
+
+
+def _ceil(a: np.ndarray, b: np.ndarray | int) -> np.ndarray:
+    return -(-a // b)
