@@ -10,6 +10,7 @@ so a thousand sources do not hold a thousand open files per worker.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import itertools
 import operator
 from collections import OrderedDict
@@ -63,10 +64,12 @@ class SourceWindows:
         Recovery has counted it and owes a stand-in). ``touch`` is told when a reader is used."""
         position = self._position
         lo, hi = self.stream.window(self.begin, self.end, self.window, position - self.begin)
-        slots = self._load(lo, hi, touch)
-        order = self.stream.window_order(lo, hi)
-        self._position = hi
-        return iter(self._finish_all([slots[k] for k in order[position - lo :]]))
+        # Restored inside this window: its losses were counted, and owed, when it was first loaded.
+        with self.recovery.replaying() if position > lo else contextlib.nullcontext():
+            slots = self._load(lo, hi, touch)
+            order = self.stream.window_order(lo, hi)
+            self._position = hi
+            return iter(self._finish_all([slots[k] for k in order[position - lo :]]))
 
     def suspend(self) -> None:
         """Close the reader (and its file or connection); the next window reopens where it stands."""

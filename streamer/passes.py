@@ -86,7 +86,7 @@ class RunSegments:
         if k < self._base:
             self._restart()
         if k - self._base > 64:  # a reader looks back at most one segment (plus read-ahead forward)
-            keep = k - self._base - 1
+            keep = min(k - self._base - 1, len(self._made))  # not past what was made: a jump forward
             del self._made[:keep]
             self._base += keep
         while k - self._base >= len(self._made):

@@ -3,13 +3,16 @@
 Every node that can lose a sample (the reader on damaged bytes, the decoder on undecodable ones) asks the
 same ``Recovery``. What it owes is paid by one node, ``StandIns``, at the end of the chain: with counts
 known and ``keep_length``, each lost sample is stood in for by a repeat, so every rank keeps its length.
+A restore that must read again what was already read and accounted for (a mixture's window) does so
+``replaying``: the same samples are skipped, and nothing is raised, warned, counted or owed twice.
 """
 
 from __future__ import annotations
 
 import bisect
+import contextlib
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from shardstream.errors import StreamError
@@ -38,6 +41,16 @@ class Recovery:
         self.owes = self.errors.keep_length and counted and self.errors.on_error != "raise"
         self.locate = locate
         self.owed = 0
+        self._replaying = False
+
+    @contextlib.contextmanager
+    def replaying(self) -> Iterator[None]:
+        """Reads that repeat reads already accounted for: losses are skipped as before, and left uncounted."""
+        self._replaying = True
+        try:
+            yield
+        finally:
+            self._replaying = False
 
     def after_read_error(
         self, exc: StreamError, segment: Segment, position: int, offsets: Any
@@ -53,11 +66,14 @@ class Recovery:
                 return bad + 1
         lost = (segment.stop - position) if segment.stop is not None else 1
         self._lost(max(lost, 0))
-        self.counters.add("shards_failed", 1)
+        if not self._replaying:
+            self.counters.add("shards_failed", 1)
         return None
 
     def after_sample_error(self, exc: StreamError, shard: int, index: int) -> None:
         """A sample read whole failed later (decoding): raise it with its byte offset, or skip it."""
+        if self._replaying:
+            return
         if self.errors.on_error == "raise" and self.locate is not None:
             raise exc.located(self.locate(shard, index)) from exc.__cause__ or exc
         self._raise_or_warn(exc)
@@ -66,12 +82,16 @@ class Recovery:
             self.owed += 1
 
     def _raise_or_warn(self, exc: StreamError) -> None:
+        if self._replaying:
+            return
         if self.errors.on_error == "raise":
             raise exc
         if self.errors.on_error == "warn":
             warnings.warn(f"skipping: {exc}", stacklevel=4)
 
     def _lost(self, count: int) -> None:
+        if self._replaying:
+            return
         self.counters.add("samples_skipped", count)
         if self.owes:
             self.owed += count
