@@ -9,11 +9,18 @@ Timeouts: mutmut gives a mutant's whole test run one limit, from the sum of its 
 that loops forever in its first test holds a worker for many minutes. Here each test of a mutant gets its
 own limit (SIGALRM, no thread: tests check that nothing runs a thread when DataLoader workers fork), from
 its own time in the stats run; past it the mutant's processes end with mutmut's "timeout" exit code.
+
+Garbage collection: only between tests. mutmut keeps its call context in a ContextVar that every trampoline
+sets; a cyclic collection that starts inside ContextVar.set (it allocates) can finalize an abandoned
+generator whose cleanup runs trampolines, which set the same variable again in the middle of the first set.
+CPython 3.11 then crashes (a segfault, or LookupError on reset). Tests that leave streams half-read (a
+restore test) made this happen within seconds.
 """
 
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import signal
 from pathlib import Path
@@ -106,6 +113,8 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
 def pytest_configure(config: pytest.Config) -> None:
     from hypothesis import HealthCheck, settings
 
+    gc.disable()  # collected between tests instead (see the module docstring); forked children inherit this
+
     # Mutants run slower (every call goes through a trampoline) and under a CPU shared by two mutants: a
     # hypothesis deadline would kill mutants for being slow, not wrong. Tests that set one keep it.
     settings.register_profile("mutation", deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -128,6 +137,11 @@ def pytest_configure(config: pytest.Config) -> None:
             to_file(name)
 
     trampoline.record_trampoline_hit = record
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_logfinish(nodeid: str, location: tuple) -> None:
+    gc.collect()  # outside any trampoline: finalizers may run trampolines safely here
 
 
 @pytest.hookimpl(tryfirst=True)
