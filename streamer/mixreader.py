@@ -80,10 +80,11 @@ class SourceWindows:
 
     def read_one(self, shard: int, index: int) -> Any:
         """Sample ``index`` of shard ``shard`` (one of this source's), as windows hand it out (stand-ins)."""
-        item = (shard, index, self.opener.read_one(shard, index))
-        return self._finish_all([item], raising=True)[0][2]  # type: ignore[index]
+        sample = self.opener.read_one(shard, index)
+        sample["__source__"] = self.name
+        return sample if self.decode is None else self.decode(sample)
 
-    def _finish_all(self, items: list[Item | None], raising: bool = False) -> list[Item | None]:
+    def _finish_all(self, items: list[Item | None]) -> list[Item | None]:
         """Tag each sample with its source and decode it: a window at once. Ids are the mixture's already."""
         name, decode = self.name, self.decode
         for item in items:
@@ -100,8 +101,6 @@ class SourceWindows:
             try:
                 out.append((shard, index, decode(sample)))
             except StreamError as exc:
-                if raising:
-                    raise
                 self.recovery.after_sample_error(exc, shard, index)
                 out.append(None)
         return out
@@ -124,7 +123,10 @@ class SourceWindows:
         return self._place(got, expected)
 
     def _place(self, got: list[Item], expected: list[tuple[int, int, int]]) -> list[Item | None]:
-        """The slow path, after a loss: each sample to its slot; later windows' samples kept for them."""
+        """The slow path, after a loss: each sample to its slot; later windows' samples kept for them.
+
+        ``got`` holds as many samples as the window has places, so after a loss it runs into the next
+        window (or the reader has ended): no sample of this window can come after it."""
         slot_of = {}
         for shard, start, stop in expected:
             for index in range(start, stop):
@@ -136,14 +138,6 @@ class SourceWindows:
                 self._back = got[k:] + self._back
                 break
             slots[slot] = item
-        else:
-            # Short of samples (losses) but not past the window: read on until a later window's sample.
-            for item in self._reader:  # type: ignore[union-attr]
-                slot = slot_of.get((item[0], item[1]))
-                if slot is None:
-                    self._back.append(item)
-                    break
-                slots[slot] = item
         return slots
 
 
