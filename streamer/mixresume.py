@@ -9,7 +9,10 @@ refused: the other ranks' and workers' unread parts of the epoch are not in this
 
 A StatefulDataLoader's own state is taken too. That matters at an epoch's end: the loader then starts the
 next epoch without handing its workers any state, so a changed mixture learns where its sources stand
-only from ``mixture.load_state_dict(loader_state)``, called before the loader starts its workers.
+only from ``mixture.load_state_dict(loader_state)``, called before the loader starts its workers. A loader
+that snapshots less often than every step (``snapshot_every_n_steps > 1``) replays the steps since its
+last snapshot through its workers when given the state; a changed mixture cannot replay the old one, so
+its workers refuse with the fix: hand that state to the mixture only.
 """
 
 from __future__ import annotations
@@ -32,8 +35,9 @@ def restore_point(mixture: Mixture, state: Mapping[str, Any]) -> None:
         if not states:
             raise ValueError("the loader state holds no dataset state (was it saved before the first batch?)")
         mixture._pending = None  # the loader hands each worker its own state; the parent keeps none
-        ended = {**states[0], "left": 0} if finished else states[0]
-        _set_origins(mixture, ended, keep_pending=False)
+        # Workers get this mixture pickled: they learn that their (maybe older) snapshots' epoch is over.
+        mixture._ended_epoch = int(states[0]["epoch"]) if finished else None
+        _set_origins(mixture, states[0], keep_pending=False, ended=finished)
         return
     _set_origins(mixture, state, keep_pending=True)
 
@@ -42,16 +46,14 @@ def _loader_states(state: Mapping[str, Any]) -> tuple[list[Mapping[str, Any]], b
     finished = bool(state.get("_iterator_finished"))
     if "dataset_state" in state:
         return ([state["dataset_state"]] if state["dataset_state"] else []), finished
-    snapshot = state["_snapshot"]
-    workers = snapshot.get("_worker_snapshots") or {}
-    states = [w["dataset_state"] for w in workers.values() if w.get("dataset_state")]
-    main = snapshot.get("_main_snapshot") or {}
-    if not states and main.get("dataset_state"):
-        states = [main["dataset_state"]]
-    return states, finished
+    workers = state["_snapshot"].get("_worker_snapshots") or {}  # the main snapshot holds no dataset state
+    return [w["dataset_state"] for w in workers.values() if w.get("dataset_state")], finished
 
 
-def _set_origins(mixture: Mixture, state: Mapping[str, Any], *, keep_pending: bool) -> None:
+def _set_origins(
+    mixture: Mixture, state: Mapping[str, Any], *, keep_pending: bool, ended: bool = False
+) -> None:
+    """``ended``: the state's epoch is over, whatever its chain says (a loader's snapshots can be older)."""
     saved = state.get("sources")
     if not isinstance(saved, Mapping) or "epoch" not in state:
         raise ValueError("not a Mixture state: it has no 'sources' (was it saved by a ShardDataset?)")
@@ -66,19 +68,27 @@ def _set_origins(mixture: Mixture, state: Mapping[str, Any], *, keep_pending: bo
         mixture._origins = {name: (epoch, start) for name, (start, _) in starts.items()}
         return
     node, left = state.get("node"), state.get("left")
-    if node is None:  # the epoch had not begun: it begins under the new mixture
+    if ended or (node and left == 0):  # the saved epoch is over: every source goes on from its end
+        mixture._origins = {name: (epoch + 1, start + moved) for name, (start, moved) in starts.items()}
+        if keep_pending:
+            mixture._pending = {**state, "node": FINISHED}
+        return
+    if getattr(mixture, "_ended_epoch", None) == epoch:
+        raise ValueError(
+            f"a DataLoader worker was handed a snapshot from before the end of epoch {epoch} (the loader "
+            "state was saved with snapshot_every_n_steps > 1) to replay the steps since, which the changed "
+            "mixture cannot do; load the state into the mixture only (mixture.load_state_dict(state)), not "
+            "into the loader: the epoch is over, and the mixture carries every source on from there"
+        )
+    if not node:  # the epoch had not begun (no chain, or one not started): it begins under the new mixture
         mixture._origins = {name: (epoch, start) for name, (start, _) in starts.items()}
         return
-    if left != 0:
-        raise ValueError(
-            f"the mixture changed (saved sources {sorted(starts)} with per-epoch amounts "
-            f"{ {n: m for n, (_, m) in starts.items()} }, now {per_epoch}) but the state was saved in the "
-            f"middle of epoch {epoch}; change a mixture at an epoch boundary (a state saved after an "
-            "epoch's last sample, or before its first)"
-        )
-    mixture._origins = {name: (epoch + 1, start + moved) for name, (start, moved) in starts.items()}
-    if keep_pending:
-        mixture._pending = {**state, "node": FINISHED}
+    raise ValueError(
+        f"the mixture changed (saved sources {sorted(starts)} with per-epoch amounts "
+        f"{ {n: m for n, (_, m) in starts.items()} }, now {per_epoch}) but the state was saved in the "
+        f"middle of epoch {epoch}; change a mixture at an epoch boundary (a state saved after an "
+        "epoch's last sample, or before its first)"
+    )
 
 
 def resume_point(mixture: Mixture, place: Place) -> tuple[int, dict[str, Any] | str | None]:
