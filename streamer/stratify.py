@@ -8,19 +8,21 @@ weight e_j / T over the T full batches, scheduled on F processors by PD² (Ander
 is optimal for such tasks, so every batch hands out exactly F extras, no source takes two, and each
 source's extras stay within one of e_j x t / T after every batch t. The short last batch takes its own
 floors plus one extra for the sources with the largest remainders. Within a batch the places are
-interleaved as ``Interleave`` does. Trade-off: O(sources) work per batch (vectorised) instead of
-O(log sources) per sample; in exchange every batch, and so every global batch, is balanced, not only
-every prefix, every budget is met exactly, and a source's running count stays within 2 of its share.
+interleaved as ``Interleave`` does. Trade-off: a heap operation per extra place and an interleave set up
+per batch, where the plain order needs O(log sources) per sample; in exchange every batch, and so every
+global batch, is balanced, not only every prefix, every budget is met exactly, and a source's running
+count stays within 2 of its share.
 """
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-import numpy as np
-
 from .mixplan import Interleave
+
+Key = int  # a subtask's PD² priority, smaller first: deadline, successor bit, group deadline, then j
 
 
 class Stratified:
@@ -32,40 +34,40 @@ class Stratified:
     ) -> None:  # fmt: skip
         if batch < 1:
             raise ValueError(f"stratify (the batch size) must be >= 1, not {batch}")
-        self.budgets = np.asarray(budgets, dtype=np.int64)
-        self.length = int(self.budgets.sum())
+        self.budgets = [int(b) for b in budgets]
+        self.length = sum(self.budgets)
         self.batch = batch
         k = len(self.budgets)
         self.counts = list(counts) if counts is not None else [0] * k
-        start = np.asarray(batch_start if batch_start is not None else self.counts, dtype=np.int64)
-        if len(self.counts) != k or len(start) != k or (start > np.asarray(self.counts)).any():
-            raise ValueError(f"counts {self.counts} and batch start {start.tolist()} do not fit {k} sources")
+        start = list(batch_start) if batch_start is not None else list(self.counts)
+        if len(self.counts) != k or len(start) != k or any(map(int.__gt__, start, self.counts)):
+            raise ValueError(f"counts {self.counts} and batch start {start} do not fit {k} sources")
         self._plan = _ExtraPlan(self.budgets, batch)
         self._start = start
         self.position = sum(self.counts)
         self._inside: tuple[Interleave, list[int]] | None = None
-        if sum(self.counts) > int(start.sum()):  # saved inside a batch: that batch goes on
-            self._inside = self._batch_order(start, np.asarray(self.counts) - start)
+        if self.position > sum(start):  # saved inside a batch: that batch goes on
+            self._inside = self._batch_order(start, [c - s for c, s in zip(self.counts, start, strict=True)])
 
     def state(self) -> dict[str, Any]:
-        return {"counts": list(self.counts), "batch_start": self._start.tolist()}
+        return {"counts": list(self.counts), "batch_start": list(self._start)}
 
-    def composition(self, start: np.ndarray) -> np.ndarray:
+    def composition(self, start: Sequence[int]) -> list[int]:
         """Samples of each source in the batch that begins when ``start`` of each have been read."""
         return self._plan.composition(start)
 
-    def _batch_order(self, start: np.ndarray, done: np.ndarray | None = None) -> tuple[Interleave, list[int]]:
+    def _batch_order(self, start: list[int], done: list[int] | None = None) -> tuple[Interleave, list[int]]:
         q = self.composition(start)
-        present = np.flatnonzero(q)  # a batch holds at most `batch` sources: interleave only those
-        inside = Interleave(q[present].tolist(), None if done is None else done[present].tolist())
-        return inside, present.tolist()
+        present = [j for j, n in enumerate(q) if n]  # a batch holds at most `batch` sources: only those
+        inside = Interleave([q[j] for j in present], None if done is None else [done[j] for j in present])
+        return inside, present
 
     def fill(self, n: int) -> list[int]:
         """The next sources, at most ``n`` and never past the current batch's end (empty at the end)."""
         if self._inside is None or self._inside[0].position >= self._inside[0].length:
             if self.position >= self.length:
                 return []
-            self._start = np.asarray(self.counts, dtype=np.int64)
+            self._start = list(self.counts)
             self._inside = self._batch_order(self._start)
         inside, present = self._inside
         out = [present[j] for j in inside.fill(n)]
@@ -81,54 +83,92 @@ class Stratified:
 
 
 class _ExtraPlan:
-    """The fixed part of every batch and the Pfair tasks that share out the extra places (see above)."""
+    """The fixed part of every batch, and the Pfair tasks that share out the extra places (see above).
 
-    def __init__(self, budgets: np.ndarray, batch: int) -> None:
-        length = int(budgets.sum())
-        self.batch, self.length = batch, length
+    The schedule is kept in two heaps, as ``Interleave`` keeps its own: each source's next subtask, ready
+    (by PD² priority) or waiting for its release. They follow the batches in order and are rebuilt from
+    the counts when asked for any other batch (a restore), so the counts stay the whole state.
+    """
+
+    def __init__(self, budgets: list[int], batch: int) -> None:
+        length = sum(budgets)
+        self.batch = batch
         self.full, last = divmod(length, batch)  # T full batches, then a short one of `last` samples
-        self.base = budgets * batch // max(length, 1)
-        self.extras = batch - int(self.base.sum())  # F: extra places in every full batch
-        self.last_base = budgets * last // max(length, 1)
-        self.last = np.zeros_like(budgets)  # the short batch's extras: the largest remainders
-        if last:
-            remainders = budgets * last % length
-            ranked = np.lexsort((np.arange(len(budgets)), -remainders))
-            self.last[ranked[: last - int(self.last_base.sum())]] = 1
+        whole = max(length, 1)
+        self.base = [b * batch // whole for b in budgets]
+        self.extras = batch - sum(self.base)  # F: extra places in every full batch
+        self.last_batch = [b * last // whole for b in budgets]  # the short batch: floors, and one extra
+        if last:  # for each of the largest remainders
+            ranked = sorted(range(len(budgets)), key=lambda j: (-(budgets[j] * last % length), j))
+            for j in ranked[: last - sum(self.last_batch)]:
+                self.last_batch[j] += 1
         # e_j: extras source j takes over the full batches; 0 <= e_j <= T, and they add up to T x F.
-        self.tasks = budgets - self.full * self.base - self.last_base - self.last
+        self.tasks = [
+            b - self.full * a - c for b, a, c in zip(budgets, self.base, self.last_batch, strict=True)
+        ]
+        self._given: list[int] = []
+        self._ready: list[Key] = []
+        self._waiting: list[tuple[int, Key]] = []
+        self._next = -1  # the full batch the heaps stand before
 
-    def composition(self, start: np.ndarray) -> np.ndarray:
-        t = int(start.sum()) // self.batch
+    def composition(self, start: Sequence[int]) -> list[int]:
+        t = sum(start) // self.batch
         if t >= self.full:
-            return self.last_base + self.last
-        q = self.base.copy()
-        q[self._pd2(start - t * self.base, t)] += 1
+            return list(self.last_batch)
+        if t != self._next:
+            self._rebuild([s - t * a for s, a in zip(start, self.base, strict=True)], t)
+        q = list(self.base)
+        for j in self._take(t):
+            q[j] += 1
+        self._next = t + 1
         return q
 
-    def _pd2(self, given: np.ndarray, t: int) -> np.ndarray:
-        """The F sources that take an extra in full batch t, ``given`` extras so far: PD² priorities."""
-        e, slots = self.tasks, self.full
-        k = given + 1  # each source's next subtask (1-based); it may run in slots [release, deadline)
-        weight = np.maximum(e, 1)
-        release = (k - 1) * slots // weight
-        deadline = _ceil(k * slots, weight)
-        ready = np.flatnonzero((k <= e) & (release <= t))
-        d, w = deadline[ready], e[ready]
-        successor = (k[ready] * slots % w != 0).astype(np.int64)  # its window overlaps the next one's
-        # Heavy tasks (weight >= 1/2, below 1) tie-break on the group deadline, ceil(ceil(d (1 - wt)) /
-        # (1 - wt)) with wt = e / T: the later one goes first.
-        spare = slots - w
-        group = _ceil(_ceil(d * spare, slots) * slots, np.maximum(spare, 1))
-        group = np.where((2 * w >= slots) & (w < slots), group, 0)
-        order = ready[np.lexsort((ready, -group, -successor, d))]
-        if len(order) < self.extras:  # PD² is optimal here (total weight F): this would be a bug of ours
+    def _subtask(self, j: int, k: int) -> tuple[int, Key]:
+        """(release, priority) of source j's k-th extra (1-based): it may go to full batches [release, d).
+
+        The priority is one int, (deadline, 1 - successor bit, G - 1 - group deadline, j) in mixed radix
+        (group deadlines are at most 2T + 1 < G), so the heaps compare ints, not tuples."""
+        e, slots = self.tasks[j], self.full
+        deadline = _ceil(k * slots, e)
+        group = 0
+        if slots <= 2 * e < 2 * slots:  # heavy (weight in [1/2, 1)): the group deadline breaks ties
+            spare = slots - e
+            group = _ceil(_ceil(deadline * spare, slots) * slots, spare)
+        radix = 2 * slots + 2
+        key = ((2 * deadline + (k * slots % e == 0)) * radix + radix - 1 - group) * len(self.tasks) + j
+        return (k - 1) * slots // e, key
+
+    def _rebuild(self, given: list[int], t: int) -> None:
+        self._given, self._ready, self._waiting = list(given), [], []
+        for j, (done, e) in enumerate(zip(given, self.tasks, strict=True)):
+            if done < e:
+                release, key = self._subtask(j, done + 1)
+                if release <= t:
+                    self._ready.append(key)
+                else:
+                    self._waiting.append((release, key))
+        heapq.heapify(self._ready)
+        heapq.heapify(self._waiting)
+
+    def _take(self, t: int) -> list[int]:
+        """The F sources that take an extra in full batch t: the highest PD² priorities among those ready."""
+        ready, waiting, given, tasks = self._ready, self._waiting, self._given, self.tasks
+        push, pop = heapq.heappush, heapq.heappop
+        while waiting and waiting[0][0] <= t:
+            push(ready, pop(waiting)[1])
+        if len(ready) < self.extras:  # PD² is optimal here (total weight F): this would be a bug of ours
             raise RuntimeError(
-                f"stratified order: {self.extras} extra places in batch {t} but {len(order)} sources ready "
-                f"(tasks {e.tolist()}, {slots} batches); please report this"
+                f"stratified order: {self.extras} extra places in batch {t} but {len(ready)} sources ready "
+                f"(tasks {tasks}, {self.full} batches); please report this"
             )
-        return order[: self.extras]
+        sources = len(tasks)
+        taken = [pop(ready) % sources for _ in range(self.extras)]
+        for j in taken:  # each one's next extra: not before the next batch, so one a batch at most
+            done = given[j] = given[j] + 1
+            if done < tasks[j]:
+                release, key = self._subtask(j, done + 1)
+                push(waiting, (release if release > t else t + 1, key))
+        return taken
 
-
-def _ceil(a: np.ndarray, b: np.ndarray | int) -> np.ndarray:
+def _ceil(a: int, b: int) -> int:
     return -(-a // b)

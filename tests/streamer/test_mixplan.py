@@ -254,10 +254,10 @@ def _check_stratified(budgets: list[int], batch: int) -> None:
     while chunk := order.fill(10**9):  # fill never crosses a batch's end: each chunk is a batch
         batches.append(chunk)
     length, shares = sum(budgets), np.asarray(budgets)
-    extras, full = order._plan.tasks, order._plan.full
+    extras, full, base = np.asarray(order._plan.tasks), order._plan.full, np.asarray(order._plan.base)
     given = np.zeros(len(budgets), dtype=np.int64)
     for t, b in enumerate(batches[:full], start=1):
-        given += np.bincount(b, minlength=len(budgets)) - order._plan.base
+        given += np.bincount(b, minlength=len(budgets)) - base
         assert (np.abs(given - extras * t / full) < 1).all(), (t, given.tolist(), extras.tolist())
     assert [len(b) for b in batches[:-1]] == [batch] * (len(batches) - 1), "a batch is short or long"
     assert sum(map(len, batches)) == length
