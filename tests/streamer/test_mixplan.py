@@ -353,3 +353,17 @@ def test_stratified_orders_refuse_a_bad_batch_or_state():
         Stratified([3, 4], 2, [1, 1], [2, 0])  # a batch cannot start past where the counts stand
     with pytest.raises(ValueError, match=r"do not fit 2 sources"):
         Stratified([3, 4], 2, [1, 1, 0])
+
+
+@pytest.mark.parametrize(
+    ("budgets", "batch", "order"),
+    [([0, 4, 5, 3, 4], 2, "1234122413241234"), ([0, 1, 5], 2, "222212"), ([0, 1, 4, 1, 2], 2, "24122423"),
+     ([3, 1, 2, 2, 0], 2, "02030213"),
+     ([15, 7, 7, 7, 16], 6, "0410340420344012340120340410240410340420344012340124")],
+)  # fmt: skip
+def test_stratified_orders_are_pinned_so_a_saved_state_means_the_same_stream_after_an_upgrade(
+    budgets, batch, order
+):
+    """A state is counts: the order they continue is part of the format. Each small case here is one where
+    a PD² tie-break (successor bit, which tasks are heavy, group deadline) decides a pick."""
+    assert "".join(map(str, Stratified(budgets, batch))) == order
