@@ -4,13 +4,18 @@
     mutation_report.py files MODULE                 the files MODULE mutates
     mutation_report.py prepare MODULE DIR           DIR: a copy of the checkout set up to mutate MODULE
     mutation_report.py collect MODULE DIR SECONDS   DIR/summary.json and DIR/survivors.txt, from mutmut's
-    mutation_report.py render WORK REPORT           REPORT (markdown) from every WORK/*/summary.json
+                                                    results, and a copy in RESULTS/MODULE.json
+    mutation_report.py render RESULTS REPORT        REPORT (markdown) from every RESULTS/*.json
 
-``collect`` imports mutmut (and works in DIR, where mutmut finds its files).
+``collect`` imports mutmut (and works in DIR, where mutmut finds its files). RESULTS (committed,
+tests/mutation-results/ by default) keeps each module's last run with the sha256 of every file it
+mutated and tested, so the report can say what changed since, in any checkout, without the scratch copy.
 """
 
 from __future__ import annotations
 
+import fnmatch
+import hashlib
 import json
 import os
 import shutil
@@ -26,6 +31,9 @@ except ModuleNotFoundError:  # Python 3.10: mutmut depends on toml there
 
 REPO = Path(__file__).resolve().parents[1]
 EQUIVALENTS = REPO / ".ci" / "mutation-equivalents.toml"
+RESULTS = Path(os.environ.get("MUTATION_RESULTS", REPO / "tests" / "mutation-results"))
+# Shared test code: a change there counts as a change of every module's tests.
+HELPERS = ["tests/conftest.py", "tests/servers", "tests/streamer/scripts"]
 
 # mutmut's verdicts (mutmut.stats.status_by_exit_code), in the order the report lists them.
 STATUSES = ["killed", "survived", "timeout", "no tests", "suspicious", "segfault", "not checked", "skipped"]
@@ -169,6 +177,11 @@ def collect(name: str, target: Path, seconds: float) -> None:
         "tests_run": len(stats.get("duration_by_test", {})),
         "tests_seconds": round(sum(stats.get("duration_by_test", {}).values())),
         "finished": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        # The code and tests as they were run (the scratch copy's files), for the report's freshness check.
+        "files": {
+            name: _sha256(target / name)
+            for name in sorted(_glob_files(target, [*module["mutate"], *module["tests"], *HELPERS]))
+        },
         "survivors": [],
     }
     lines = [f"# {name}: {counts['killed']}/{len(results)} killed; not killed, with mutmut's diff:", ""]
@@ -181,8 +194,15 @@ def collect(name: str, target: Path, seconds: float) -> None:
             diff = f"(no diff: {exc!r})"
         summary["survivors"].append({"name": key, "status": result["status"], "diff": diff})
         lines += [f"## {key}: {result['status']}", diff.rstrip("\n"), ""]
-    (target / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    text = json.dumps(summary, indent=1, ensure_ascii=False) + "\n"
+    (target / "summary.json").write_text(text)
     (target / "survivors.txt").write_text("\n".join(lines) + "\n")
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / f"{name}.json").write_text(text)
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def _short_change(diff: str) -> str:
@@ -206,29 +226,33 @@ def _glob_files(root: Path, patterns: list[str]) -> set[str]:
     return found
 
 
-def _changed_since(copy: Path, patterns: list[str]) -> list[str]:
-    """The files PATTERNS name that differ between the run's scratch copy COPY and the checkout now."""
-    names = _glob_files(copy, patterns) | _glob_files(REPO, patterns)
+def _changed_since(summary: dict, patterns: list[str]) -> list[str]:
+    """The files PATTERNS name that differ between the module's run (its recorded hashes) and now."""
+    recorded = {n: h for n, h in summary["files"].items() if any(_matches(n, p) for p in patterns)}
     return sorted(
-        name for name in names
-        if not (copy / name).is_file() or not (REPO / name).is_file()
-        or (copy / name).read_bytes() != (REPO / name).read_bytes()
+        name for name in set(recorded) | _glob_files(REPO, patterns)
+        if name not in recorded or not (REPO / name).is_file() or _sha256(REPO / name) != recorded[name]
     )  # fmt: skip
 
 
-def _freshness(work: Path, summary: dict) -> tuple[list[str], list[str]]:
+def _matches(name: str, pattern: str) -> bool:
+    """Does the file NAME fall under PATTERN (a glob of files, or a folder), as _glob_files reads it?"""
+    pattern = pattern.split("::")[0].rstrip("/")
+    return fnmatch.fnmatchcase(name, pattern) or name.startswith(pattern + "/")
+
+
+def _freshness(summary: dict) -> tuple[list[str], list[str]]:
     """(code files, test files) changed since the module's run; shared test helpers count as tests."""
-    copy = work / summary["module"]
-    helpers = ["tests/conftest.py", "tests/servers", "tests/streamer/scripts"]
-    return _changed_since(copy, summary["mutate"]), _changed_since(copy, [*summary["tests"], *helpers])
+    return _changed_since(summary, summary["mutate"]), _changed_since(summary, [*summary["tests"], *HELPERS])
 
 
-def render(work: Path, report: Path) -> None:
+def render(results: Path, report: Path) -> None:
     summaries = {}
-    for path in sorted(work.glob("*/summary.json")):
+    for path in sorted(results.glob("*.json")):
         summary = json.loads(path.read_text())
-        summaries[summary["module"]] = summary
-    fresh = {name: _freshness(work, s) for name, s in summaries.items()}
+        if summary["module"] in modules():
+            summaries[summary["module"]] = summary
+    fresh = {name: _freshness(s) for name, s in summaries.items()}
     equivalents = _equivalents()
     order = list(modules())
     out = [
