@@ -9,9 +9,15 @@
 2. ``plan``   planning an epoch of 10^8 samples over 1,000 sources for 64 ranks x 8 workers, plus one
               worker's interleave set up: seconds and peak traced memory in a fresh process.
               Targets: under 1 s and under 50 MB.
+3. ``--instructions``  the same two contenders under valgrind (cachegrind, no cache simulation): machine
+              instructions per sample, from a full run minus a run that stops after one sample. Unlike
+              time, this count does not move with a busy neighbour, so it resolves a few percent where
+              the clock cannot on a shared machine (it misses cache misses and the page cache, which time
+              sees). Counts the first 200,000 samples; ~10 minutes in all; needs valgrind.
 
     python3 benchmarks/mixture_bench.py --quick      # 200,000 samples, 2 rounds
     python3 benchmarks/mixture_bench.py              # 1,000,000 samples, 5 rounds
+    python3 benchmarks/mixture_bench.py --quick --instructions
 
 Results: a markdown report on stdout, plus ``benchmarks/results/mixture-<date>[-quick].{json,md}``.
 """
@@ -19,9 +25,12 @@ Results: a markdown report on stdout, plus ``benchmarks/results/mixture-<date>[-
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
+import re
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -31,6 +40,7 @@ from harness import RESULTS, Run, best, child_cmd, rounds, spawn, warm_read
 from harness_report import machine_facts, table
 
 BUFFER = 1000
+INSTRUCTION_SAMPLES = 200_000  # read under valgrind (about 50x slower): enough for a per-sample figure
 GROUPS = ((0, 3), (3, 6), (6, 10))  # the tiny set's shards, as three sources
 
 
@@ -69,7 +79,8 @@ def child(kind: str, spec: dict[str, Any]) -> None:
         sources = [{"path": path, "repeat": 1, "decode": False} for path in spec["sources"]]
         dataset = Mixture(sources, buffer_size=BUFFER)
     started, cpu = time.perf_counter(), time.process_time()
-    count = sum(1 for _ in dataset)
+    stream = iter(dataset)
+    count = sum(1 for _ in (itertools.islice(stream, spec["limit"]) if spec.get("limit") else stream))
     print(json.dumps({"seconds": time.perf_counter() - started, "cpu": time.process_time() - cpu,
                       "samples": count}))  # fmt: skip
 
@@ -97,12 +108,29 @@ def split_sources(packed_root: Path, out: Path) -> list[str]:
     return folders
 
 
+def instructions(kind: str, spec: dict[str, Any], samples: int) -> tuple[int, int]:
+    """(machine instructions per sample, samples): ``samples + 1`` read under cachegrind minus one."""
+    counts = []
+    for limit in (1, samples + 1):
+        cmd = ["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
+               *child_cmd(__file__, kind, "--spec", json.dumps({**spec, "limit": limit}))]  # fmt: skip
+        env = {**os.environ, "PYTHONHASHSEED": "0", "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+        done = subprocess.run(cmd, capture_output=True, text=True, env=env, check=True)
+        refs = re.search(r"I\s+refs:\s+([\d,]+)", done.stderr)
+        if refs is None:
+            raise RuntimeError(f"no instruction count from valgrind: {done.stderr[-500:]}")
+        counts.append((int(refs.group(1).replace(",", "")), json.loads(done.stdout.strip().splitlines()[-1])))
+    (short, _), (full, run) = counts
+    return (full - short) // (run["samples"] - 1), run["samples"] - 1
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--child")
     parser.add_argument("--spec", default="{}")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--repeats", type=int)
+    parser.add_argument("--instructions", action="store_true", help="also count instructions per sample")
     parser.add_argument(
         "--work", type=Path, default=Path(os.environ.get("BENCH_WORK", "/tmp/shardstream-bench"))
     )
@@ -137,12 +165,18 @@ def main() -> None:
     # CPU seconds per sample, which a busy neighbour disturbs far less than the wall clock.
     cpu = {name: min(r.extra["cpu"] / r.samples for r in rs) for name, rs in runs.items()}
     cpu_ratio = cpu["one ShardDataset"] / cpu["Mixture of 3"]
+    counted = {}
+    if args.instructions:
+        n = INSTRUCTION_SAMPLES
+        counted = {"one ShardDataset": instructions("one", {"index": packed.index}, n),
+                   "Mixture of 3": instructions("mix", {"sources": sources}, n)}  # fmt: skip
     _, _, plan_out, _ = spawn(child_cmd(__file__, "plan"))
     plan = json.loads(plan_out.strip().splitlines()[-1])
     result = {"machine": machine_facts(), "samples": samples, "repeats": repeats,
               "speed": {name: [r.samples / r.seconds for r in rs] for name, rs in runs.items()},
               "ratio": ratio, "median_ratio": median_ratio, "paired_ratios": paired,
-              "cpu_per_sample": cpu, "cpu_ratio": cpu_ratio, "plan": plan}  # fmt: skip
+              "cpu_per_sample": cpu, "cpu_ratio": cpu_ratio, "plan": plan,
+              "instructions_per_sample": {name: n for name, (n, _) in counted.items()}}  # fmt: skip
     rows = [[name, f"{best(rs).samples / best(rs).seconds:,.0f}", f"{best(rs).maxrss_kb / 1024:.0f}"]
             for name, rs in runs.items()]  # fmt: skip
     text = "\n".join([
@@ -156,6 +190,11 @@ def main() -> None:
         f"peak traced memory {plan['traced_peak'] / 2**20:.2f} MiB, RSS growth "
         f"{plan['rss_growth_kb'] / 1024:.1f} MiB (targets: < 1 s, < 50 MB)",
     ])  # fmt: skip
+    if counted:
+        one_ir, mix_ir = counted["one ShardDataset"][0], counted["Mixture of 3"][0]
+        text += (f"\n\nInstructions per sample (cachegrind, first {INSTRUCTION_SAMPLES:,} samples): one "
+                 f"dataset {one_ir:,}, mixture {mix_ir:,}: the mixture at **{one_ir / mix_ir:.3f}** of the "
+                 "speed by this count")  # fmt: skip
     print(text)
     stamp = time.strftime("%Y-%m-%d") + ("-quick" if args.quick else "")
     RESULTS.mkdir(parents=True, exist_ok=True)
