@@ -93,8 +93,15 @@ def test_a_changed_mixture_takes_a_loader_state_from_an_epochs_end(paths, worker
         replaying = loader(CHANGED, 1)
         replaying[0].load_state_dict(state)
         replaying[1].load_state_dict(state)
-        with pytest.raises(ValueError, match=r"load the state into the mixture only"):
+        with pytest.raises(ValueError) as refused:
             next(iter(replaying[1]))
+        assert str(refused.value).rstrip().endswith(  # the worker's traceback ends in the error's own line
+            "ValueError: a DataLoader worker was handed a snapshot from before the end of epoch 0 (the "
+            "loader state was saved with snapshot_every_n_steps > 1) to replay the steps since, which the "
+            "changed mixture cannot do; load the state into the mixture only "
+            "(mixture.load_state_dict(state)), not into the loader: the epoch is over, and the mixture "
+            "carries every source on from there"
+        )
     else:
         second.load_state_dict(state)
     epoch1 = [key for batch in second for key in batch]
@@ -114,10 +121,49 @@ def test_a_loader_state_from_before_the_first_batch_lets_the_epoch_begin_under_t
 def test_a_loader_state_without_dataset_states_is_refused(paths):
     for state in ({"_snapshot": {"_worker_snapshots": {}}, "_iterator_finished": True},
                   {"dataset_state": None, "_iterator_finished": False}):  # fmt: skip
-        with pytest.raises(ValueError, match=r"holds no dataset state \(was it saved before the first batch"):
+        with pytest.raises(ValueError) as refused:
             _mixture(paths, CHANGED).load_state_dict(state)
+        assert str(refused.value) == (
+            "the loader state holds no dataset state (was it saved before the first batch?)"
+        )
 
 
 def test_a_mixture_state_names_what_is_missing_when_it_is_not_one(paths):
-    with pytest.raises(ValueError, match=r"not a Mixture state: it has no 'sources' \(was it saved by a"):
+    with pytest.raises(ValueError) as refused:
         _mixture(paths, FIRST).load_state_dict({"epoch": 0, "place": None, "node": None})
+    assert str(refused.value) == "not a Mixture state: it has no 'sources' (was it saved by a ShardDataset?)"
+
+
+def test_a_changed_mixture_in_the_middle_of_an_epoch_is_refused_with_the_whole_reason(paths):
+    mixture = _mixture(paths, FIRST)
+    stream = iter(mixture)
+    for _ in range(10):
+        next(stream)
+    with pytest.raises(ValueError) as refused:
+        _mixture(paths, CHANGED).load_state_dict(mixture.state_dict())
+    assert str(refused.value) == (
+        "the mixture changed (saved sources ['big', 'mid', 'tiny'] with per-epoch amounts {'tiny': 80, "
+        "'mid': 120, 'big': 200}, now {'tiny': 200, 'big': 200}) but the state was saved in the middle of "
+        "epoch 0; change a mixture at an epoch boundary (a state saved after an epoch's last sample, or "
+        "before its first)"
+    )
+
+
+def test_the_same_mixture_takes_a_loader_state_from_the_middle_of_an_epoch_in_the_parent_too(paths):
+    """Equal thirds over 2 workers plan 134/134/132 an epoch, where one worker would plan 134/133/133: the
+    parent must judge 'unchanged' by the topology the state was saved on, not its own."""
+    thirds = {"tiny": 1, "mid": 1, "big": 1}
+
+    def loader():
+        return StatefulDataLoader(_mixture(paths, thirds), batch_size=8, num_workers=2, collate_fn=_keys)
+
+    full = list(loader())
+    head_loader = loader()
+    batches = iter(head_loader)
+    head = [next(batches) for _ in range(7)]
+    state = head_loader.state_dict()
+    mixture = _mixture(paths, thirds)
+    mixture.load_state_dict(state)  # what a user resuming a changed mixture does, here with the same one
+    restored = StatefulDataLoader(mixture, batch_size=8, num_workers=2, collate_fn=_keys)
+    restored.load_state_dict(state)
+    assert head + list(restored) == full
