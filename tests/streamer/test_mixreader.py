@@ -59,9 +59,11 @@ def test_sources_come_in_exactly_the_planned_order_interleaved_or_stratified(fiv
         assert [s["__source__"] for s in mixture] == [mixture.names[j] for j in planned]
 
 
+@pytest.mark.parametrize("decode", [False, True])
 @pytest.mark.parametrize("window", [1, 7, 40])
-def test_a_lost_sample_leaves_every_other_sample_where_it_was(tmp_path, window):
-    """Losses in the middle of a window, at its edges and in the next shard: the rest keeps its order."""
+def test_a_lost_sample_leaves_every_other_sample_where_it_was(tmp_path, window, decode):
+    """Losses in the middle of a window, at its edges and in the next shard: the rest keeps its order,
+    decoded or not."""
     intact = write_dataset(tmp_path / "intact", [25, 25], prefix="hurt").parent
     hurt = tmp_path / "hurt"
     shutil.copytree(intact, hurt)
@@ -71,8 +73,8 @@ def test_a_lost_sample_leaves_every_other_sample_where_it_was(tmp_path, window):
     other = write_dataset(tmp_path / "other", [9], prefix="other").parent
 
     def stream(path, **options):
-        sources = [{"path": str(path), "name": "hurt", "repeat": 1, "decode": False},
-                   {"path": str(other), "repeat": 2, "decode": False}]  # fmt: skip
+        sources = [{"path": str(path), "name": "hurt", "repeat": 1, "decode": decode},
+                   {"path": str(other), "repeat": 2, "decode": decode}]  # fmt: skip
         buffer = window * 68 // 50  # the hurt source's window is its share of the buffer
         return _keys(Mixture(sources, buffer_size=max(buffer, 1), seed=4, **options))
 
