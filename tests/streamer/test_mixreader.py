@@ -109,19 +109,20 @@ def test_an_undecodable_sample_is_skipped_counted_and_the_rest_decoded_in_order(
 
 
 @pytest.mark.parametrize(
-    ("options", "damaged"),
-    [({"stratify": 8}, False), ({"on_error": "skip"}, True)],
-    ids=["stratified", "stand-ins"],
+    ("options", "damaged", "decode"),
+    [({"stratify": 8}, False, True), ({"on_error": "skip"}, True, True), ({"on_error": "skip"}, True, False)],
+    ids=["stratified", "stand-ins-decoded", "stand-ins-raw"],
 )
-def test_a_mixture_restored_at_every_position_continues_exactly(tmp_path, options, damaged):
-    """Stratified: restores inside a batch. Stand-ins: restores while a repeat of a lost sample is owed."""
+def test_a_mixture_restored_at_every_position_continues_exactly(tmp_path, options, damaged, decode):
+    """Stratified: restores inside a batch. Stand-ins: restores while a repeat of a lost sample is owed; the
+    repeat, read back by id, is decoded (or not) like the sample it stands in for."""
     hurt = write_dataset(tmp_path / "a", [20, 14], prefix="a").parent
     if damaged:
         _damage(hurt, "a-000000.tar", 3)
         _damage(hurt, "a-000001.tar", 13)  # the shard's last sample: the repeat comes from before it
     other = write_dataset(tmp_path / "b", [11], prefix="b").parent
-    sources = [{"path": str(hurt), "repeat": 1}, {"path": str(other), "weight": 1}]  # decoded: a repeat read
-    # back by id after a restore must be decoded like the sample it stands in for
+    sources = [{"path": str(hurt), "repeat": 1, "decode": decode},
+               {"path": str(other), "weight": 1, "decode": decode}]  # fmt: skip
 
     def mixture():
         return Mixture(sources, epoch_size=60, buffer_size=8, seed=2, **options)

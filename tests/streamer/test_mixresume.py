@@ -167,3 +167,18 @@ def test_the_same_mixture_takes_a_loader_state_from_the_middle_of_an_epoch_in_th
     restored = StatefulDataLoader(mixture, batch_size=8, num_workers=2, collate_fn=_keys)
     restored.load_state_dict(state)
     assert head + list(restored) == full
+
+
+def test_a_state_from_another_place_in_the_middle_of_an_epoch_is_refused_by_name(paths):
+    saved = _mixture(paths, FIRST, rank=0, world_size=2)
+    stream = iter(saved)
+    for _ in range(5):
+        next(stream)
+    elsewhere = _mixture(paths, FIRST, rank=1, world_size=2)
+    elsewhere.load_state_dict(saved.state_dict())
+    with pytest.raises(ValueError) as refused:
+        iter(elsewhere)
+    assert str(refused.value) == (
+        "state was saved at (rank, world, worker, workers)=(0, 2, 0, 1) but this run is at (1, 2, 0, 1); the "
+        "stream depends on world size and worker count, so resume with the same ones"
+    )
