@@ -36,7 +36,6 @@ class Stratified:
             raise ValueError(f"stratify (the batch size) must be >= 1, not {batch}")
         self.budgets = [int(b) for b in budgets]
         self.length = sum(self.budgets)
-        self.batch = batch
         k = len(self.budgets)
         self.counts = list(counts) if counts is not None else [0] * k
         start = list(batch_start) if batch_start is not None else list(self.counts)

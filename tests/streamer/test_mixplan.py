@@ -353,6 +353,8 @@ def test_stratified_orders_refuse_a_bad_batch_or_state():
         Stratified([3, 4], 2, [1, 1], [2, 0])  # a batch cannot start past where the counts stand
     with pytest.raises(ValueError, match=r"do not fit 2 sources"):
         Stratified([3, 4], 2, [1, 1, 0])
+    with pytest.raises(ValueError, match=r"do not fit 2 sources"):
+        Stratified([3, 4], 2, [1, 1, 0], [0, 0])  # counts of 3 sources, a batch start of 2
 
 
 @pytest.mark.parametrize(
