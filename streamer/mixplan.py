@@ -188,7 +188,7 @@ class Interleave:
         if len(self.counts) != len(self.budgets) or any(
             not 0 <= c <= b for c, b in zip(self.counts, self.budgets, strict=True)
         ):
-            raise ValueError(f"counts {self.counts} do not fit budgets {list(self.budgets)}")
+            raise ValueError(f"counts {list(self.counts)} do not fit budgets {list(self.budgets)}")
         self.position = sum(self.counts)
         self._budget_array = array("q", self.budgets)
         self._state: tuple[list[tuple[int, int, int]], list[tuple[int, int]]] | None = None

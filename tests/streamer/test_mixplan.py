@@ -191,6 +191,14 @@ def test_epochs_continue_each_source_where_the_last_one_stopped():
     assert len(seen) == len(set(seen)) == 900
 
 
+def test_the_default_epoch_is_one_pass_of_the_weighted_sources_plus_the_fixed_amounts():
+    assert epoch_targets([Share("one", 1)]) == ([Fraction(1)], 1)  # a 1-sample source: a 1-sample epoch
+    assert epoch_targets([Share("a", 5, "samples", 1)], 1) == ([Fraction(1)], 1)
+    assert epoch_targets([Share("a", 10), Share("b", 4, "repeat", 2)]) == ([Fraction(10), Fraction(8)], 18)
+    plan = plan_mixture([Share("a", 10), Share("b", 5)], world=1, workers=1)
+    assert plan.epoch_size == 15 and plan.rank_length == 15  # the plan says which epoch it was made for
+
+
 def test_apportionment_is_exact_and_within_one_of_each_quota():
     targets = [Fraction(1, 3), Fraction(1, 3), Fraction(1, 3)]
     assert apportion(targets, 10) == [4, 3, 3]
@@ -201,15 +209,21 @@ def test_apportionment_is_exact_and_within_one_of_each_quota():
 @pytest.mark.parametrize(
     ("shares", "epoch_size", "message"),
     [
-        ([Share("a", 10, "weight", 1)], 0, "epoch_size must be a positive integer"),
-        ([Share("a", 10, "repeat", 1)], 11, "give exactly 10"),
-        ([Share("a", 10, "repeat", 2), Share("b", 5, "weight", 1)], 20, "give more than 20"),
-        ([], None, "at least one source"),
+        ([Share("a", 10, "weight", 1)], 0, "epoch_size must be a positive integer, not 0"),
+        ([Share("a", 10, "weight", 1)], True, "epoch_size must be a positive integer, not True"),
+        ([Share("a", 10, "weight", 1)], 2.5, "epoch_size must be a positive integer, not 2.5"),
+        ([Share("a", 10, "repeat", 1)], 11,
+         "epoch_size=11, but the repeat/samples sources take 10; give exactly 10, or leave epoch_size out"),
+        ([Share("a", 10, "repeat", 2), Share("b", 5, "weight", 1)], 20,
+         "epoch_size=20, but the repeat/samples sources take 20 and the weighted ones need a share; give "
+         "more than 20, or leave epoch_size out"),
+        ([], None, "a mixture needs at least one source"),
     ],
-)
+)  # fmt: skip
 def test_epochs_that_cannot_be_planned_are_refused_with_the_fix(shares, epoch_size, message):
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(ValueError) as refused:
         epoch_targets(shares, epoch_size)
+    assert str(refused.value) == message
 
 
 @pytest.mark.parametrize(
@@ -230,6 +244,8 @@ def test_bad_shares_name_the_source(args, message):
 def test_duplicate_names_and_too_small_epochs_are_refused():
     with pytest.raises(ValueError, match="'a' is used twice"):
         plan_mixture([Share("a", 5), Share("a", 5)], world=1, workers=1)
+    with pytest.raises(ValueError, match=r"^source name 'b' is used twice; names must be unique$"):
+        plan_mixture([Share("a", 5), Share("b", 5), Share("b", 5)], world=1, workers=1)
     with pytest.raises(ValueError, match="fewer than the 8 workers"):
         plan_mixture([Share("a", 5)], world=2, workers=8)
 
@@ -344,6 +360,13 @@ def test_the_python_interleave_restored_from_counts_continues_as_the_uninterrupt
     head.fill(stop)
     rest = Interleave(budgets, list(head.counts), native=False)
     assert rest.fill(data.draw(st.integers(1, 7))) + rest.fill(sum(budgets)) == full[stop:]
+
+
+def test_an_interleave_refuses_counts_that_do_not_fit_its_budgets():
+    for counts in ([1], [1, 2, 0], [5, 0], [-1, 0]):
+        with pytest.raises(ValueError) as refused:
+            Interleave([3, 4], counts)
+        assert str(refused.value) == f"counts {counts} do not fit budgets [3, 4]"
 
 
 def test_stratified_orders_refuse_a_bad_batch_or_state():
