@@ -1,0 +1,170 @@
+"""Elastic resume: what an epoch has left after a checkpoint, dealt again to any ranks x workers.
+
+A worker's share of an epoch is a ``Plan``: sample ids first (samples that sat in some shuffle buffer when
+a checkpoint was taken), then spans of the epoch's virtual stream (``placement``'s shard order laid end to
+end; positions past its end wrap, as ``remainder="pad"`` does). An unrestored worker's plan is one span.
+From every old worker's plan, how far its reader got and what its buffer held, ``leftover`` gives the rest
+of the epoch, and ``deal`` cuts that into equal per-rank quotas for the new world, worker i of every rank
+the same length, buffered ids spread evenly so no worker pays all their random reads.
+
+Trade-off: a restore needs every old rank's state (gathered once, e.g. ``all_gather_object``), not only its
+own; in exchange the state stays O(ranks x workers + buffered ids) and the stream needs no replay. A span is
+cut into pieces only where a new worker's share starts, so pieces stay O(old + new workers) per restore.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from itertools import accumulate
+
+import numpy as np
+
+from .placement import Segment, _stream_to_segments, rank_quota, worker_slice
+
+SampleId = tuple[int, int]  # (shard, sample index in the shard)
+Span = tuple[int, int]  # [start, stop) of the epoch's stream
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One worker's samples for (the rest of) an epoch: ``ids`` in order, then every position of ``spans``."""
+
+    ids: tuple[SampleId, ...] = ()
+    spans: tuple[Span, ...] = ()
+
+    def __len__(self) -> int:
+        return len(self.ids) + sum(stop - start for start, stop in self.spans)
+
+    def after(self, read: int) -> Plan:
+        """What is left once the first ``read`` samples were handed to the next stage."""
+        if not 0 <= read <= len(self):
+            raise ValueError(f"read must be in [0, {len(self)}], not {read}")
+        if read <= len(self.ids):
+            return Plan(self.ids[read:], self.spans)
+        skip = read - len(self.ids)
+        spans = []
+        for start, stop in self.spans:
+            take = min(skip, stop - start)
+            skip -= take
+            if start + take < stop:
+                spans.append((start + take, stop))
+        return Plan((), tuple(spans))
+
+    def to_state(self) -> dict[str, list[list[int]]]:
+        return {"ids": [list(i) for i in self.ids], "spans": [list(s) for s in self.spans]}
+
+    @classmethod
+    def from_state(cls, state: dict[str, Sequence[Sequence[int]]]) -> Plan:
+        ids = tuple((int(shard), int(index)) for shard, index in state["ids"])
+        spans = tuple((int(start), int(stop)) for start, stop in state["spans"])
+        if any(shard < 0 or index < 0 for shard, index in ids) or any(not 0 <= a < b for a, b in spans):
+            raise ValueError("a plan holds a negative sample id or an empty or reversed span")
+        return cls(ids, spans)
+
+
+def original_plan(total: int, *, rank: int, world: int, worker: int, workers: int, remainder: str) -> Plan:
+    """The plan ``placement.counted_segments`` reads for this place: one span of the epoch's stream."""
+    quota = rank_quota(total, world, remainder)
+    offset, length = worker_slice(quota, worker, workers)
+    start = rank * quota + offset
+    return Plan((), ((start, start + length),) if length else ())
+
+
+@dataclass(frozen=True)
+class Progress:
+    """One old worker at the checkpoint: its plan, how many of it its reader passed, what its buffer held."""
+
+    plan: Plan
+    read: int
+    buffered: tuple[SampleId, ...] = ()
+
+
+def leftover(progress: Iterable[Progress]) -> Plan:
+    """Every sample of the epoch no old worker handed out: buffered ones and unread ones, in worker order."""
+    ids: list[SampleId] = []
+    spans: list[Span] = []
+    for worker in progress:
+        rest = worker.plan.after(worker.read)
+        ids += worker.buffered
+        ids += rest.ids
+        for start, stop in rest.spans:
+            if spans and spans[-1][1] == start:  # consecutive workers' slices join up again
+                spans[-1] = (spans[-1][0], stop)
+            else:
+                spans.append((start, stop))
+    return Plan(tuple(ids), tuple(spans))
+
+
+def deal(left: Plan, *, rank: int, world: int, worker: int, workers: int, remainder: str) -> Plan:
+    """This place's part of ``left`` on the new world: every rank ``rank_quota(len(left))`` samples.
+
+    ``drop`` leaves out the last ``len(left) % world`` samples (spans' tail first); ``pad`` repeats the
+    first few again, as an uninterrupted epoch does.
+    """
+    total = len(left)
+    quota = rank_quota(total, world, remainder)
+    lengths = [worker_slice(quota, w, workers)[1] for w in range(workers)] * world
+    id_counts = _spread(_ids_kept(len(left.ids), total - len(left.ids), world * quota), lengths)
+    g = rank * workers + worker
+    id_start = sum(id_counts[:g])
+    span_start = sum(lengths[:g]) - id_start
+    span_stop = span_start + lengths[g] - id_counts[g]
+    ids = tuple(left.ids[i % len(left.ids)] for i in range(id_start, id_start + id_counts[g]))
+    return Plan(ids, _cut(left.spans, span_start, span_stop))
+
+
+def _ids_kept(n_ids: int, n_span: int, target: int) -> int:
+    """How many ids the new world reads of ``target`` samples in all; span positions make up the rest."""
+    dropped = n_ids + n_span - target
+    if dropped >= 0:  # drop: the spans' tail goes first, so ids go only when no span is left
+        return n_ids - max(0, dropped - n_span)
+    # pad: the extra repeat the spans' first positions, or the first ids when no span is left
+    return n_ids if n_span else target
+
+
+def _spread(n: int, lengths: list[int]) -> list[int]:
+    """``n`` ids over workers as evenly as their lengths allow (sum(lengths) >= n)."""
+    counts = [min(n // len(lengths), length) for length in lengths] if lengths else []
+    rest = n - sum(counts)
+    while rest:
+        for g, length in enumerate(lengths):
+            if rest and counts[g] < length:
+                counts[g] += 1
+                rest -= 1
+    return counts
+
+
+def _cut(spans: Sequence[Span], begin: int, end: int) -> tuple[Span, ...]:
+    """Positions [begin, end) of the spans laid end to end, wrapping round past their total (pad)."""
+    if begin >= end:
+        return ()
+    ends = list(accumulate(stop - start for start, stop in spans))
+    total = ends[-1]
+    pieces: list[Span] = []
+    while begin < end:
+        at = begin % total
+        i = bisect.bisect_right(ends, at)
+        span_start = ends[i] - (spans[i][1] - spans[i][0])
+        take = min(end - begin, ends[i] - at)
+        first = spans[i][0] + at - span_start
+        pieces.append((first, first + take))
+        begin += take
+    return tuple(pieces)
+
+
+def plan_segments(plan: Plan, counts: np.ndarray, order: np.ndarray) -> list[Segment]:
+    """The reader's segments for ``plan`` in an epoch whose shard order is ``order``: ids, then spans."""
+    counts = np.asarray(counts, dtype=np.int64)
+    ends = np.cumsum(counts[order])
+    total = int(ends[-1]) if len(ends) else 0
+    segments = [Segment(shard, index, index + 1) for shard, index in plan.ids]
+    for start, stop in plan.spans:
+        position = start
+        while position < stop:  # a span past the stream's end wraps to its start (remainder="pad")
+            lap_start = position % total
+            take = min(stop - position, total - lap_start)
+            segments.extend(_stream_to_segments(order, ends, counts, lap_start, lap_start + take))
+            position += take
+    return segments

@@ -1,0 +1,177 @@
+"""Elastic resume on the pure functions: a checkpoint on W1 x K1 continued on W2 x K2 (then W3 x K3) reads
+every sample of the epoch exactly once, shuffle buffers included, with equal per-rank counts after it."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from streamer.elastic import Plan, Progress, deal, leftover, original_plan, plan_segments
+from streamer.nodes import Item, Node
+from streamer.placement import Segment, counted_segments, rank_quota, shard_order
+from streamer.shuffle import ShuffleBuffer
+
+SEED, EPOCH = 11, 3
+
+
+class IdReader(Node):
+    """The reader's walk over segments without the tars: items are ids; state ``{"read": n}``."""
+
+    def __init__(self, segments: list[Segment]) -> None:
+        super().__init__()
+        self.ids = [(s.shard, i) for s in segments for i in range(s.start, s.stop)]
+        self.read = 0
+
+    def _current_state(self) -> dict[str, Any]:
+        return {"read": self.read}
+
+    def read_one(self, shard: int, index: int) -> Any:
+        return None
+
+    def _generate(self, state: dict[str, Any] | None) -> Iterator[Item]:
+        self.read = state["read"] if state else 0
+        while self.read < len(self.ids):
+            shard, index = self.ids[self.read]
+            self.read += 1
+            yield shard, index, None
+
+
+def _run(
+    plans: list[Plan], counts: np.ndarray, order: np.ndarray, *, buffer: int, stops: random.Random | None
+) -> tuple[list[tuple[int, int]], list[Progress]]:
+    """Read each worker's plan through a shuffle buffer, up to a random stop (``stops``) or to its end."""
+    handed: list[tuple[int, int]] = []
+    progress = []
+    for g, plan in enumerate(plans):
+        reader = IdReader(plan_segments(plan, counts, order))
+        chain: Node = ShuffleBuffer(reader, size=buffer, initial=None, seed=g) if buffer > 1 else reader
+        stop = len(plan) if stops is None else _stop(stops, len(plan))
+        it = iter(chain)
+        handed += [next(it)[:2] for _ in range(stop)]
+        state = chain.get_state() or {}
+        reader_state = state.get("source", state) if buffer > 1 else state
+        buffered = tuple(tuple(i) for i in state.get("buffer", ())) if buffer > 1 else ()
+        progress.append(Progress(plan, reader_state.get("read", 0), buffered))  # type: ignore[arg-type]
+    return handed, progress
+
+
+def _stop(rng: random.Random, length: int) -> int:
+    return rng.choice([0, length, rng.randint(0, length), rng.randint(0, min(length, 3))])
+
+
+def _dealt(left: Plan, world: int, workers: int, remainder: str) -> list[Plan]:
+    """Every new worker's plan, checked: worker i the same length on every rank, ranks equal."""
+    k = max(workers, 1)
+    plans = [deal(left, rank=r, world=world, worker=w, workers=k, remainder=remainder)
+             for r in range(world) for w in range(k)]  # fmt: skip
+    lengths = np.array([len(p) for p in plans]).reshape(world, k)
+    assert (lengths == lengths[0]).all()
+    assert (lengths.sum(axis=1) == rank_quota(len(left), world, remainder)).all()
+    return plans
+
+
+topology = st.tuples(st.integers(1, 64), st.integers(0, 8))
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    counts=st.lists(st.integers(0, 40), min_size=1, max_size=30).filter(lambda c: sum(c) > 0),
+    old=topology,
+    new=topology,
+    third=topology,
+    remainder=st.sampled_from(["drop", "pad"]),
+    buffer=st.sampled_from([1, 2, 7, 40]),
+    stop_seed=st.integers(0, 2**32),
+)
+def test_restore_on_any_topology_reads_the_epoch_exactly_once(counts, old, new, third, remainder, buffer,
+                                                               stop_seed):  # fmt: skip
+    counts_arr = np.array(counts, dtype=np.int64)
+    total = int(counts_arr.sum())
+    order = shard_order(len(counts), SEED, EPOCH, True)
+    (w1, k1), (w2, k2), (w3, k3) = old, new, third
+    k1 = max(k1, 1)  # 0 workers reads as one worker in the main process
+    plans = [original_plan(total, rank=r, world=w1, worker=w, workers=k1, remainder=remainder)
+             for r in range(w1) for w in range(k1)]  # fmt: skip
+    # The plan is exactly what placement reads today.
+    for g, plan in enumerate(plans):
+        expected = counted_segments(counts_arr, rank=g // k1, world=w1, worker=g % k1, workers=k1, seed=SEED,
+                                    epoch=EPOCH, remainder=remainder)  # fmt: skip
+        assert plan_segments(plan, counts_arr, order) == expected
+    epoch = Counter(i for p in plans for s in plan_segments(p, counts_arr, order)
+                    for i in ((s.shard, j) for j in range(s.start, s.stop)))  # fmt: skip
+    stops = random.Random(stop_seed)
+
+    before1, progress1 = _run(plans, counts_arr, order, buffer=buffer, stops=stops)
+    left1 = leftover(progress1)
+    assert len(left1) + len(before1) == sum(epoch.values())
+    assert len(left1.spans) <= w1 * k1
+    plans2 = _dealt(left1, w2, k2, remainder)
+    before2, progress2 = _run(plans2, counts_arr, order, buffer=buffer, stops=stops)
+    left2 = leftover(progress2)
+    assert len(left2.spans) <= w1 * k1 + 2 * w2 * max(k2, 1)  # pieces stay O(workers), never O(samples)
+    plans3 = _dealt(left2, w3, k3, remainder)
+    after, _ = _run(plans3, counts_arr, order, buffer=buffer, stops=None)
+
+    got = Counter(before1 + before2 + after)
+    if remainder == "drop":
+        assert max(got.values(), default=1) == 1  # nothing twice
+        assert set(got) <= set(epoch)
+        assert sum(epoch.values()) - len(got) <= (w2 - 1) + (w3 - 1)  # each restore drops < its world
+    else:
+        assert set(got) == set(epoch)  # nothing lost
+        assert sum(got.values()) - sum(epoch.values()) <= (w2 - 1) + (w3 - 1)
+
+
+@pytest.mark.parametrize(
+    ("left", "world", "workers", "remainder", "expected"),
+    [
+        # 5 ids, 10 span positions, 2 ranks x 2 workers of 4 and 3: 7 a rank, the span's last one dropped.
+        (Plan(tuple((0, i) for i in range(5)), ((20, 30),)), 2, 2, "drop",
+         [Plan(((0, 0), (0, 1)), ((20, 22),)), Plan(((0, 2),), ((22, 24),)),
+          Plan(((0, 3),), ((24, 27),)), Plan(((0, 4),), ((27, 29),))]),
+        # pad: 15 -> 8 a rank; the extra one repeats the spans' first position.
+        (Plan(tuple((0, i) for i in range(5)), ((20, 30),)), 2, 2, "pad",
+         [Plan(((0, 0), (0, 1)), ((20, 22),)), Plan(((0, 2),), ((22, 25),)),
+          Plan(((0, 3),), ((25, 28),)), Plan(((0, 4),), ((28, 30), (20, 21)))]),
+        # Only ids left, pad: they repeat from the first.
+        (Plan(((1, 0), (1, 1), (1, 2)), ()), 2, 1, "pad",
+         [Plan(((1, 0), (1, 1)), ()), Plan(((1, 2), (1, 0)), ())]),
+        # Only ids left, drop: the last one goes.
+        (Plan(((1, 0), (1, 1), (1, 2)), ()), 2, 1, "drop", [Plan(((1, 0),), ()), Plan(((1, 1),), ())]),
+        # Spans from several workers: a new worker's share crosses from one to the next.
+        (Plan((), ((0, 3), (10, 12), (40, 45))), 1, 3, "drop",
+         [Plan((), ((0, 3), (10, 11))), Plan((), ((11, 12), (40, 42))), Plan((), ((42, 45),))]),
+        # Nothing left: every worker gets nothing.
+        (Plan(), 3, 2, "pad", [Plan()] * 6),
+    ],
+)  # fmt: skip
+def test_deal_cuts_exactly(left, world, workers, remainder, expected):
+    got = [deal(left, rank=r, world=world, worker=w, workers=workers, remainder=remainder)
+           for r in range(world) for w in range(workers)]  # fmt: skip
+    assert got == expected
+
+
+def test_leftover_joins_neighbouring_slices_and_keeps_buffers_first():
+    plans = [Plan((), ((0, 5),)), Plan((), ((5, 10),)), Plan(((3, 1), (3, 2)), ((20, 25),))]
+    progress = [Progress(plans[0], 2, ((7, 0),)), Progress(plans[1], 0), Progress(plans[2], 1, ((8, 8),))]
+    assert leftover(progress) == Plan(((7, 0), (8, 8), (3, 2)), ((2, 10), (20, 25)))
+
+
+def test_plan_after_and_its_state():
+    plan = Plan(((4, 1), (4, 2)), ((0, 3), (9, 10)))
+    assert [plan.after(n) for n in (0, 1, 2, 4, 6)] == [
+        plan, Plan(((4, 2),), ((0, 3), (9, 10))), Plan((), ((0, 3), (9, 10))), Plan((), ((2, 3), (9, 10))),
+        Plan(),
+    ]  # fmt: skip
+    assert Plan.from_state(plan.to_state()) == plan
+    with pytest.raises(ValueError, match=r"read must be in \[0, 6\], not 7"):
+        plan.after(7)
+    with pytest.raises(ValueError, match="negative sample id or an empty or reversed span"):
+        Plan.from_state({"ids": [], "spans": [[5, 5]]})
