@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streamer.elastic import Plan, Progress, deal, leftover, original_plan, plan_segments
+from streamer.elastic import Plan, Progress, Stream, deal, leftover, original_plan
 from streamer.nodes import Item, Node
 from streamer.placement import Segment, counted_segments, rank_quota, shard_order
 from streamer.shuffle import ShuffleBuffer
@@ -22,35 +22,39 @@ SEED, EPOCH = 11, 3
 
 
 class IdReader(Node):
-    """The reader's walk over segments without the tars: items are ids; state ``{"read": n}``."""
+    """SampleReader's walk over segments without the tars: items are ids; the state is the reader's own,
+    ``{"segment": k, "done": n}``, and moves on to the next segment only when asked for its next item."""
 
     def __init__(self, segments: list[Segment]) -> None:
         super().__init__()
-        self.ids = [(s.shard, i) for s in segments for i in range(s.start, s.stop)]
-        self.read = 0
+        self.segments = segments
+        self.segment = self.done = 0
 
     def _current_state(self) -> dict[str, Any]:
-        return {"read": self.read}
+        return {"segment": self.segment, "done": self.done}
 
     def read_one(self, shard: int, index: int) -> Any:
         return None
 
     def _generate(self, state: dict[str, Any] | None) -> Iterator[Item]:
-        self.read = state["read"] if state else 0
-        while self.read < len(self.ids):
-            shard, index = self.ids[self.read]
-            self.read += 1
-            yield shard, index, None
+        assert state is None
+        for k, segment in enumerate(self.segments):
+            self.segment, self.done = k, 0
+            for index in range(segment.start, segment.stop):
+                self.done += 1
+                yield segment.shard, index, None
+        self.segment, self.done = len(self.segments), 0
 
 
 def _run(
-    plans: list[Plan], counts: np.ndarray, order: np.ndarray, *, buffer: int, stops: random.Random | None
+    plans: list[Plan], stream: Stream, *, buffer: int, stops: random.Random | None
 ) -> tuple[list[tuple[int, int]], list[Progress]]:
     """Read each worker's plan through a shuffle buffer, up to a random stop (``stops``) or to its end."""
     handed: list[tuple[int, int]] = []
     progress = []
     for g, plan in enumerate(plans):
-        reader = IdReader(plan_segments(plan, counts, order))
+        segments = stream.segments(plan)
+        reader = IdReader(segments)
         chain: Node = ShuffleBuffer(reader, size=buffer, initial=None, seed=g) if buffer > 1 else reader
         stop = len(plan) if stops is None else _stop(stops, len(plan))
         it = iter(chain)
@@ -58,7 +62,10 @@ def _run(
         state = chain.get_state() or {}
         reader_state = state.get("source", state) if buffer > 1 else state
         buffered = tuple(tuple(i) for i in state.get("buffer", ())) if buffer > 1 else ()
-        progress.append(Progress(plan, reader_state.get("read", 0), buffered))  # type: ignore[arg-type]
+        segment, done = reader_state.get("segment", 0), reader_state.get("done", 0)
+        read = stream.read(plan, segment, done)
+        assert read == sum(s.stop - s.start for s in segments[:segment]) + done
+        progress.append(Progress(plan, read, buffered))  # type: ignore[arg-type]
     return handed, progress
 
 
@@ -94,7 +101,7 @@ def test_restore_on_any_topology_reads_the_epoch_exactly_once(counts, old, new, 
                                                                stop_seed):  # fmt: skip
     counts_arr = np.array(counts, dtype=np.int64)
     total = int(counts_arr.sum())
-    order = shard_order(len(counts), SEED, EPOCH, True)
+    stream = Stream(counts_arr, shard_order(len(counts), SEED, EPOCH, True))
     (w1, k1), (w2, k2), (w3, k3) = old, new, third
     k1 = max(k1, 1)  # 0 workers reads as one worker in the main process
     plans = [original_plan(total, rank=r, world=w1, worker=w, workers=k1, remainder=remainder)
@@ -103,21 +110,21 @@ def test_restore_on_any_topology_reads_the_epoch_exactly_once(counts, old, new, 
     for g, plan in enumerate(plans):
         expected = counted_segments(counts_arr, rank=g // k1, world=w1, worker=g % k1, workers=k1, seed=SEED,
                                     epoch=EPOCH, remainder=remainder)  # fmt: skip
-        assert plan_segments(plan, counts_arr, order) == expected
-    epoch = Counter(i for p in plans for s in plan_segments(p, counts_arr, order)
+        assert stream.segments(plan) == expected
+    epoch = Counter(i for p in plans for s in stream.segments(p)
                     for i in ((s.shard, j) for j in range(s.start, s.stop)))  # fmt: skip
     stops = random.Random(stop_seed)
 
-    before1, progress1 = _run(plans, counts_arr, order, buffer=buffer, stops=stops)
+    before1, progress1 = _run(plans, stream, buffer=buffer, stops=stops)
     left1 = leftover(progress1)
     assert len(left1) + len(before1) == sum(epoch.values())
     assert len(left1.spans) <= w1 * k1
     plans2 = _dealt(left1, w2, k2, remainder)
-    before2, progress2 = _run(plans2, counts_arr, order, buffer=buffer, stops=stops)
+    before2, progress2 = _run(plans2, stream, buffer=buffer, stops=stops)
     left2 = leftover(progress2)
     assert len(left2.spans) <= w1 * k1 + 2 * w2 * max(k2, 1)  # pieces stay O(workers), never O(samples)
     plans3 = _dealt(left2, w3, k3, remainder)
-    after, _ = _run(plans3, counts_arr, order, buffer=buffer, stops=None)
+    after, _ = _run(plans3, stream, buffer=buffer, stops=None)
 
     got = Counter(before1 + before2 + after)
     if remainder == "drop":
