@@ -214,6 +214,8 @@ def test_apportionment_is_exact_and_within_one_of_each_quota():
         ([Share("a", 10, "weight", 1)], 2.5, "epoch_size must be a positive integer, not 2.5"),
         ([Share("a", 10, "repeat", 1)], 11,
          "epoch_size=11, but the repeat/samples sources take 10; give exactly 10, or leave epoch_size out"),
+        ([Share("a", 2, "repeat", 0.25)], 3,  # half a sample rounds to none, but an epoch holds at least one
+         "epoch_size=3, but the repeat/samples sources take 0.5; give exactly 1, or leave epoch_size out"),
         ([Share("a", 10, "repeat", 2), Share("b", 5, "weight", 1)], 20,
          "epoch_size=20, but the repeat/samples sources take 20 and the weighted ones need a share; give "
          "more than 20, or leave epoch_size out"),
