@@ -19,14 +19,16 @@ from typing import Any
 
 from torch.utils.data import get_worker_info
 
+from .elastic import Plan, Stream, deal
 from .httpoptions import HttpOptions
 from .mapper import Mapper
 from .nodes import Node
 from .openers import OpenOptions, scheme_of
 from .options import Errors, Placement, Reading
-from .placement import ResampledShards, Segments, WholeShards, counted_segments, rank_quota
+from .placement import ResampledShards, Segments, WholeShards, counted_segments, rank_quota, shard_order
 from .reader import SampleReader
 from .recovery import Recovery
+from .restore import IDENTITY, check_identity, dataset_digest, elastic_pending
 from .shardopener import ShardOpener
 from .shards import ShardList
 from .shared import SharedState
@@ -90,6 +92,8 @@ class ShardDataset(StreamBase):
         self._shared = SharedState()
         self._pending: dict[str, Any] | None = None
         self._chain: tuple[Node, int, Place] | None = None  # the chain in use, its epoch and place
+        self._plan: Plan | None = None  # what the chain reads when an elastic restore dealt it
+        self._digest: str | None = None
 
     # -- counts ----------------------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -102,41 +106,70 @@ class ShardDataset(StreamBase):
     # -- resumption ------------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
         if self._pending is not None:  # loaded, not yet iterated: a checkpoint now must not lose it
-            return copy.deepcopy(self._pending)
+            return {**copy.deepcopy(self._pending), **self._identity()}
+        plan = self._plan.to_state() if self._plan is not None else None
+        return {**self._position(), "plan": plan, **self._identity()}
+
+    def _position(self) -> dict[str, Any]:
         if self._chain is None:
             return {"epoch": self.epoch, "place": None, "node": None}
         chain, epoch, place = self._chain
         return {"epoch": epoch, "place": list(place), "node": chain.get_state()}
 
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Continue, on the next iteration, exactly where the run that saved ``state`` stood."""
-        self._pending = dict(state)
+    def load_state_dict(self, state: Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> None:
+        """Continue, on the next iteration, where the run that saved ``state`` stood.
+
+        ``state``: this rank's own state (or its DataLoader worker's), to continue identically on the same
+        world size and workers; or the list of every old rank's states (``ShardDataset`` or
+        ``StatefulDataLoader`` states, in rank order), to continue the epoch on any world size and
+        workers, every sample still once (``streamer/restore.py``). Checked here, before any sample is read.
+        """
+        if isinstance(state, Sequence):
+            self._pending = elastic_pending(state, identity=self._identity(), shards=self.shards)
+            return
+        own = dict(state)
+        if all(key in own for key in IDENTITY):
+            check_identity(own, self._identity())
+        self._pending = own
+
+    def _identity(self) -> dict[str, Any]:
+        if self._digest is None:
+            self._digest = dataset_digest(self.shards)
+        p = self.placement
+        return {"dataset": self._digest, "seed": p.seed, "shuffle": p.shuffle, "remainder": p.remainder}
 
     # -- iteration -------------------------------------------------------------------------------------
     def __iter__(self) -> Iterator[Any]:
         info = get_worker_info()
         worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
         place = (*self.placement.resolve(), worker, workers)
-        epoch, node_state = self._resume_point(place)
+        epoch, node_state, self._plan = self._resume_point(place)
         chain = self._assemble(place, epoch)
         chain.reset(node_state)
         self._chain = (chain, epoch, place)
         return map(_sample_of, chain)  # the per-sample loop runs in C
 
-    def _resume_point(self, place: Place) -> tuple[int, dict[str, Any] | None]:
-        """The epoch to read and the chain's state to start from: a pending loaded state's, or fresh."""
+    def _resume_point(self, place: Place) -> tuple[int, dict[str, Any] | None, Plan | None]:
+        """The epoch to read, the chain's state to start from and the plan dealt by an elastic restore."""
         pending, self._pending = self._pending, None
         if not pending:
-            return self.epoch, None
+            return self.epoch, None, None
+        if "left" in pending:  # an elastic restore: this place's deal of what the epoch has left
+            rank, world, worker, workers = place
+            plan = deal(Plan.from_state(pending["left"]), rank=rank, world=world, worker=worker,
+                        workers=workers, remainder=self.placement.remainder)  # fmt: skip
+            return int(pending["epoch"]), None, plan
+        plan = Plan.from_state(pending["plan"]) if pending.get("plan") is not None else None
         if pending.get("node") is None:
-            return int(pending["epoch"]), None
+            return int(pending["epoch"]), None, plan
         saved = tuple(pending["place"])
         if saved != place:
             raise ValueError(
                 f"state was saved at (rank, world, worker, workers)={saved} but this run is at {place}; "
-                "the stream depends on world size and worker count, so resume with the same ones"
+                "the stream depends on world size and worker count, so resume with the same ones, or load "
+                "the list of every rank's states to continue on another (an elastic restore)"
             )
-        return int(pending["epoch"]), pending["node"]
+        return int(pending["epoch"]), pending["node"], plan
 
     def _assemble(self, place: Place, epoch: int) -> Node:
         """reader -> shuffle buffer -> decode -> stand-ins, without the nodes these options do not need."""
@@ -145,7 +178,8 @@ class ShardDataset(StreamBase):
                              prefetch_bytes=reading.prefetch_bytes)  # fmt: skip
         recovery = Recovery(self.error_handling, counters=self._shared, counted=counted,
                             locate=opener.sample_offset)  # fmt: skip
-        node: Node = SampleReader(opener, self._segments(place, epoch), recovery)
+        segments = self._segments(place, epoch) if self._plan is None else self._plan_segments(epoch)
+        node: Node = SampleReader(opener, segments, recovery)
         if self.placement.shuffle and reading.buffer_size > 1:
             seed = buffer_seed(self.placement.seed, epoch, *place)
             node = ShuffleBuffer(node, size=reading.buffer_size, initial=reading.initial, seed=seed)
@@ -154,6 +188,11 @@ class ShardDataset(StreamBase):
         if recovery.owes:  # only a policy that skips, with a length promised, can owe stand-ins
             node = StandIns(node, recovery)
         return node
+
+    def _plan_segments(self, epoch: int) -> Segments:
+        p, counts = self.placement, self.shards.counts
+        assert self._plan is not None and counts is not None  # only an elastic restore deals plans
+        return Stream(counts, shard_order(len(self.shards), p.seed, epoch, p.shuffle)).segments(self._plan)
 
     def _segments(self, place: Place, epoch: int) -> Segments:
         rank, world, worker, workers = place
