@@ -384,6 +384,20 @@ def test_a_malformed_pax_record_is_named_at_its_header(reader, records):
         _read(archive)
 
 
+def test_a_malformed_pax_record_is_quoted_by_its_first_40_bytes(reader):
+    good = _record(b"path", b"a.txt")
+    bad = b"999 comment=" + b"y" * 60 + b"\n"  # its length runs past the header's data
+    data = good + bad
+    archive = _member("z.txt", b"z") + _pax(data) + _member("a.txt", b"abc") + end_of_archive()
+    with pytest.raises(ShardReadError) as failed:
+        _read(archive)
+    excerpt = b"999 comment=" + b"y" * 28
+    assert str(failed.value) == (
+        f"u at byte 1024: corrupt pax header (malformed pax record at byte {len(good)} of {len(data)}: "
+        f"{excerpt!r})"
+    )
+
+
 def test_a_pax_size_that_is_not_a_number_is_named(reader):
     archive = _pax(_record(b"size", b"12x")) + _member("a.txt", b"abc") + end_of_archive()
     with pytest.raises(ShardReadError, match=r"^u at byte 0: corrupt pax header \(size '12x'\)"):

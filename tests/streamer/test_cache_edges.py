@@ -7,6 +7,8 @@ import os
 import re
 import shutil
 import stat
+import subprocess
+import sys
 import time
 import warnings
 
@@ -370,3 +372,60 @@ def test_absence_is_remembered_after_the_cache_folder_and_its_parents_went(tmp_p
     shutil.rmtree(tmp_path / "a")
     cache.remember_absent("http://h/a.tar.offsets")
     assert cache.absent("http://h/a.tar.offsets") and not cache.absent("http://h/b.tar.offsets")
+
+
+def _immutable(path, on: bool) -> bool:
+    """chattr +i / -i: a file even root cannot unlink (ext4 and most local filesystems, as root)."""
+    result = subprocess.run(["chattr", "+i" if on else "-i", str(path)], capture_output=True, check=False)
+    return result.returncode == 0
+
+
+def test_a_file_that_cannot_be_evicted_is_a_read_error_naming_the_cache_and_url(tmp_path):
+    cache = ShardCache(tmp_path / "cache", cache_size=150)
+    old = cache.get("http://example.test/a.tar", _writer(b"a" * 100))
+    if not _immutable(old, True):
+        pytest.skip("chattr +i is not available here (needs root on a local filesystem)")
+    try:
+        with pytest.raises(ShardReadError) as failed:
+            cache.open("http://user:secret@example.test/b.tar", _writer(b"b" * 100))
+    finally:
+        _immutable(old, False)
+    assert str(failed.value) == (
+        f"http://example.test/b.tar: cannot evict from cache {cache.cache_dir}: [Errno 1] Operation not "
+        f"permitted: '{old}'"
+    )
+    assert failed.value.url == "http://example.test/b.tar"  # named, without the credentials
+    assert isinstance(failed.value.__cause__, PermissionError)
+
+
+_CLOSE_FAILS = """
+import resource, signal, sys
+from pathlib import Path
+from shardstream.errors import ShardReadError
+from streamer.cache import ShardCache
+
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG instead
+resource.setrlimit(resource.RLIMIT_FSIZE, (20_000, 20_000))
+folder = Path(sys.argv[1])
+
+def fetch(handle):  # small writes: the one that fails leaves bytes in the buffer, so close() fails too
+    for _ in range(100):
+        handle.write(b"x" * 1000)
+
+try:
+    ShardCache(folder).open("http://example.test/big.tar", fetch)
+except ShardReadError as exc:
+    print(type(exc.__cause__).__name__, exc)
+print(sorted(p.name for p in folder.iterdir()))
+"""
+
+
+def test_a_temp_file_whose_close_fails_is_still_removed(tmp_path):
+    folder = tmp_path / "cache"
+    folder.mkdir()
+    result = subprocess.run([sys.executable, "-c", _CLOSE_FAILS, str(folder)], capture_output=True, text=True,
+                            timeout=60, check=False)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.splitlines() == [
+        "OSError http://example.test/big.tar: fetch failed: [Errno 27] File too large", "[]"
+    ]

@@ -384,3 +384,28 @@ def _answer(status, **headers):
 )
 def test_the_objects_length_comes_from_content_range_else_content_length(response, offset, total):
     assert _total_length(response, offset) == total
+
+
+def _sockets() -> int:
+    """Sockets this process holds open (client and in-process server sides alike)."""
+    names = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            names.append(os.readlink(f"/proc/self/fd/{fd}"))
+        except OSError:  # the listing's own fd, gone by now
+            continue
+    return sum(name.startswith("socket:") for name in names)
+
+
+def test_closing_a_half_read_stream_drops_its_connection(root):
+    with FaultServer(root) as server:
+        before = _sockets()
+        stream = HttpStream(f"{server.url}/blob.bin", 0, FAST)
+        assert len(stream.read(1000)) == 1000
+        assert _sockets() > before
+        stream.close()  # the stream object stays alive: only close() can let the connection go
+        deadline = time.monotonic() + 5
+        while _sockets() > before and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert _sockets() == before
+        stream.close()  # closing again is harmless
