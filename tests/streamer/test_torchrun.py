@@ -13,6 +13,7 @@ from pathlib import Path
 from tests.conftest import write_dataset
 
 SCRIPT = Path(__file__).parent / "scripts" / "ddp_train.py"
+ELASTIC = Path(__file__).parent / "scripts" / "elastic_run.py"
 COUNTS = [97, 1, 0, 38, 5, 160, 12]  # fewer shards than ranks x workers would need to be whole
 
 
@@ -64,3 +65,39 @@ def test_the_ddp_example_runs(tmp_path):
     assert result.returncode == 0, result.stderr[-4000:]
     assert "epoch 1: 4 batches per rank" in result.stdout
     assert (tmp_path / "ckpt.pt").exists()
+
+
+def _torchrun(ranks: int, *args: str) -> None:
+    command = [
+        sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", str(ranks),
+        "--master-addr", "127.0.0.1", "--master-port", str(_free_port()), *args,
+    ]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env, check=False)
+    assert result.returncode == 0, result.stderr[-4000:]
+
+
+def test_torchrun_elastic_restore_3x2_then_2x3_then_4x1_reads_the_epoch_once(tmp_path):
+    counts = [97, 1, 0, 38, 5, 160, 12, 44]
+    index = write_dataset(tmp_path / "data", counts)
+    first, second = str(tmp_path / "ckpt-1.pt"), str(tmp_path / "ckpt-2.pt")
+    runs = []
+    for n, (ranks, workers, extra) in enumerate([
+        (3, 2, ["--stop-after", "7", "--save", first]),
+        (2, 3, ["--resume", first, "--stop-after", "9", "--save", second]),
+        (4, 1, ["--resume", second]),
+    ]):  # fmt: skip
+        out = tmp_path / f"out-{n}"
+        out.mkdir()
+        _torchrun(ranks, str(ELASTIC), str(index), str(out), "--workers", str(workers), *extra)
+        runs.append([json.loads((out / f"rank-{r}.json").read_text()) for r in range(ranks)])
+    for run in runs:
+        assert len({r["batches"] for r in run}) == 1  # equal batches on every rank, so DDP never hung
+        assert len({len(r["keys"]) for r in run}) == 1
+    assert runs[0][0]["batches"] == 7 and runs[1][0]["batches"] == 9 and runs[2][0]["batches"] > 0
+    seen = Counter(k for run in runs for r in run for k in r["keys"])
+    assert max(seen.values()) == 1  # nothing read twice across the three runs
+    everything = {f"s{shard:03d}-{i:05d}" for shard, count in enumerate(counts) for i in range(count)}
+    assert set(seen) <= everything
+    # At most what the first epoch leaves out (total mod 3) and each restore's remainder (world - 1).
+    assert len(everything) - len(seen) <= sum(counts) % 3 + (2 - 1) + (4 - 1)
