@@ -41,7 +41,7 @@ def main() -> None:
     ds = ShardDataset(args.index, fields=["cls"], buffer_size=16, seed=5)
     ds.set_epoch(1)
     if args.resume:  # every old rank's loader state, as the old run gathered and saved it
-        ds.load_state_dict(torch.load(args.resume, weights_only=False))
+        ds.load_state_dict(torch.load(args.resume, weights_only=True))  # plain lists, dicts and ints
     loader = StatefulDataLoader(ds, batch_size=4, num_workers=args.workers, collate_fn=_collate)
     keys, batches = [], 0
     for batch_keys, labels in loader:
