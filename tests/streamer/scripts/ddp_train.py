@@ -9,36 +9,26 @@ import json
 import os
 import sys
 
-import torch
 import torch.distributed as dist
-from torch.nn.parallel import DistributedDataParallel
+from ddp_step import collate, make_model, train_step  # beside this script
 from torch.utils.data import DataLoader
 
 from streamer import ShardDataset
-
-
-def _collate(samples):
-    return [s["__key__"] for s in samples], torch.tensor([float(s["cls"]) for s in samples])
 
 
 def main() -> None:
     index, out = sys.argv[1], sys.argv[2]
     dist.init_process_group("gloo")
     rank = dist.get_rank()
-    torch.manual_seed(0)
-    model = DistributedDataParallel(torch.nn.Linear(1, 1))
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    model, optimizer = make_model()
     ds = ShardDataset(index, fields=["cls"], buffer_size=16, seed=5)
-    loader = DataLoader(ds, batch_size=4, num_workers=2, collate_fn=_collate)
+    loader = DataLoader(ds, batch_size=4, num_workers=2, collate_fn=collate)
     result = {"rank": rank, "len": len(ds), "epochs": []}
     for epoch in range(2):
         ds.set_epoch(epoch)
         keys, batches = [], 0
         for batch_keys, labels in loader:
-            loss = (model(labels[:, None]) - labels[:, None]).pow(2).mean()
-            optimizer.zero_grad()
-            loss.backward()  # all-reduces across ranks: an extra batch on one rank would hang here
-            optimizer.step()
+            train_step(model, optimizer, labels)
             keys += batch_keys
             batches += 1
         result["epochs"].append({"keys": keys, "batches": batches})

@@ -14,14 +14,10 @@ import os
 
 import torch
 import torch.distributed as dist
-from torch.nn.parallel import DistributedDataParallel
+from ddp_step import collate, make_model, train_step  # beside this script
 from torchdata.stateful_dataloader import StatefulDataLoader
 
 from streamer import ShardDataset
-
-
-def _collate(samples):
-    return [s["__key__"] for s in samples], torch.tensor([float(s["cls"]) for s in samples])
 
 
 def main() -> None:
@@ -35,20 +31,15 @@ def main() -> None:
     args = parser.parse_args()
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
-    torch.manual_seed(0)
-    model = DistributedDataParallel(torch.nn.Linear(1, 1))
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    model, optimizer = make_model()
     ds = ShardDataset(args.index, fields=["cls"], buffer_size=16, seed=5)
     ds.set_epoch(1)
     if args.resume:  # every old rank's loader state, as the old run gathered and saved it
         ds.load_state_dict(torch.load(args.resume, weights_only=True))  # plain lists, dicts and ints
-    loader = StatefulDataLoader(ds, batch_size=4, num_workers=args.workers, collate_fn=_collate)
+    loader = StatefulDataLoader(ds, batch_size=4, num_workers=args.workers, collate_fn=collate)
     keys, batches = [], 0
     for batch_keys, labels in loader:
-        loss = (model(labels[:, None]) - labels[:, None]).pow(2).mean()
-        optimizer.zero_grad()
-        loss.backward()  # all-reduces across ranks: an extra batch on one rank would hang here
-        optimizer.step()
+        train_step(model, optimizer, labels)
         keys += batch_keys
         batches += 1
         if batches == args.stop_after:
