@@ -70,9 +70,9 @@ def elastic_pending(
     if not placed:
         return {"epoch": epoch, "node": None}  # no worker had begun the epoch
     world, k = _topology(placed, len(states))
-    total = int(shards.counts.sum())
     stream = Stream(shards.counts, shard_order(len(shards), int(identity["seed"]), epoch,
                                                bool(identity["shuffle"])))  # fmt: skip
+    total = stream.total
     by_place = {}
     for w in placed:
         rank, _, worker, _ = (int(v) for v in w["place"])
