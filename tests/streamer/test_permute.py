@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import hashlib
+
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from streamer.permute import Permutation
+from streamer import placement
+from streamer.permute import Permutation, _native_permute
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 5, 63, 65, 300])
@@ -37,3 +42,107 @@ def test_seed_epoch_and_salt_each_change_the_order():
     assert Permutation(500, seed=2, epoch=0).array().tolist() != base
     assert Permutation(500, seed=1, epoch=1).array().tolist() != base
     assert Permutation(500, seed=1, epoch=0, salt="samples").array().tolist() != base
+
+
+# Orders that resumed runs depend on: any change to the arithmetic (either loop) breaks old checkpoints.
+GOLDEN = {
+    (10, 0, 0, "shards"): "d14a34efe6b30c94",
+    (97, 7, 3, "shards"): "3db7668014ed6e8c",
+    (1000, 1, 2, "samples"): "ea56b849287dc3ee",
+}
+
+
+@pytest.mark.parametrize("native", [True, False])
+@pytest.mark.parametrize("case", sorted(GOLDEN))
+def test_orders_are_the_ones_earlier_releases_wrote(case, native):
+    n, seed, epoch, salt = case
+    if native and _native_permute is None:
+        pytest.skip("streamer/_order.c is not built here")
+    order = Permutation(n, seed, epoch, salt, native=native).array()
+    assert hashlib.sha256(order.astype("<i8").tobytes()).hexdigest()[:16] == GOLDEN[case]
+
+
+@pytest.mark.skipif(_native_permute is None, reason="streamer/_order.c is not built here")
+@settings(max_examples=200, deadline=None)
+@given(n=st.integers(1, 5000), seed=st.integers(0, 2**63 - 1), epoch=st.integers(0, 1000),
+       salt=st.sampled_from(["shards", "samples", "x"]))  # fmt: skip
+def test_the_c_loop_and_numpy_give_the_same_bijection(n, seed, epoch, salt):
+    native = Permutation(n, seed, epoch, salt).array()
+    python = Permutation(n, seed, epoch, salt, native=False).array()
+    np.testing.assert_array_equal(native, python)
+    assert native.dtype == python.dtype == np.int64
+    assert sorted(native.tolist()) == list(range(n))
+
+
+@pytest.mark.skipif(_native_permute is None, reason="streamer/_order.c is not built here")
+@pytest.mark.parametrize("n", [2**20 + 1, 3 * 10**9, 2**40 - 1, 2**62 + 3])
+def test_both_loops_agree_on_chosen_indices_of_huge_domains(n):
+    picked = np.array([0, 1, n // 3, n // 2, n - 2, n - 1], dtype=np.int64)
+    native = Permutation(n, seed=5, epoch=1).array(picked)
+    python = Permutation(n, seed=5, epoch=1, native=False).array(picked)
+    np.testing.assert_array_equal(native, python)
+    assert ((native >= 0) & (native < n)).all() and len(set(native.tolist())) == len(picked)
+    assert native.tolist() == [Permutation(n, seed=5, epoch=1)(int(i)) for i in picked]
+
+
+@pytest.mark.parametrize("native", [True, False])
+@pytest.mark.parametrize("bad", [[-1], [0, 10], [3, 2**40]])
+def test_chosen_indices_outside_the_domain_are_refused_before_any_walk(bad, native):
+    with pytest.raises(IndexError, match=r"^indices outside \[0, 10\)$"):
+        Permutation(10, seed=0, epoch=0, native=native).array(np.array(bad))
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_an_empty_choice_gives_an_empty_int64_array(native):
+    out = Permutation(10, seed=0, epoch=0, native=native).array(np.array([], dtype=np.int64))
+    assert out.dtype == np.int64 and out.shape == (0,)
+
+
+@pytest.mark.skipif(_native_permute is None, reason="streamer/_order.c is not built here")
+def test_the_c_loop_refuses_buffers_that_do_not_fit():
+    keys = Permutation(10, seed=0, epoch=0)._keys.astype("<u8").tobytes()
+    out = np.empty(4, dtype=np.int64)
+    with pytest.raises(ValueError, match="do not fit"):
+        _native_permute(10, 2, keys[:-1], None, out)  # keys not whole uint64s
+    with pytest.raises(ValueError, match="do not fit"):
+        _native_permute(10, 2, keys, np.zeros(3, dtype=np.uint64), out)  # indices shorter than out
+    with pytest.raises(ValueError, match="do not fit"):
+        _native_permute(10, 0, keys, None, out)
+    with pytest.raises(ValueError, match="do not fit"):
+        _native_permute(0, 2, keys, None, out)
+    with pytest.raises(ValueError, match="do not fit"):
+        _native_permute(17, 2, keys, None, out)  # a domain of 2^4 cannot hold 17
+    with pytest.raises(IndexError, match=r"^permute: indices\[1\] is outside \[0, 10\)$"):
+        _native_permute(10, 2, keys, np.array([3, 10, 0, 0], dtype=np.uint64), out)
+    _native_permute(16, 2, keys, None, out)  # the largest n a domain of 2^4 holds
+    assert sorted(Permutation(16, 0, 0).array().tolist()) == list(range(16))
+
+
+@settings(max_examples=100, deadline=None)
+@given(counts=st.lists(st.integers(0, 2**40), min_size=1, max_size=300), seed=st.integers(0, 2**32))
+def test_stream_ends_are_the_prefix_sums_of_the_ordered_counts(counts, seed):
+    order = Permutation(len(counts), seed, 0).array()
+    expected = np.cumsum(np.array(counts, dtype=np.int64)[order])
+    ends = placement.stream_ends(np.array(counts), order)
+    np.testing.assert_array_equal(ends, expected)
+    assert ends.dtype == np.int64
+
+
+def test_stream_ends_without_the_c_loop_are_numpys(monkeypatch):
+    monkeypatch.setattr(placement, "_native_ends", None)
+    order = np.array([2, 0, 1])
+    assert placement.stream_ends(np.array([5, 0, 7]), order).tolist() == [7, 12, 12]
+    assert placement.stream_ends(np.array([], dtype=np.int64), order[:0]).tolist() == []
+
+
+@pytest.mark.skipif(placement._native_ends is None, reason="streamer/_order.c is not built here")
+def test_the_c_prefix_sums_refuse_an_order_outside_the_shards():
+    counts, out = np.array([1, 2, 3], dtype=np.int64), np.empty(2, dtype=np.int64)
+    with pytest.raises(IndexError, match=r"^ends: order\[1\] = 3 is not a shard of 3$"):
+        placement._native_ends(counts, np.array([0, 3], dtype=np.int64), out)
+    with pytest.raises(IndexError, match=r"^ends: order\[0\] = -1 is not a shard of 3$"):
+        placement._native_ends(counts, np.array([-1, 0], dtype=np.int64), out)
+    with pytest.raises(ValueError, match="out as long as order"):
+        placement._native_ends(counts, np.array([0], dtype=np.int64), out)
+    assert placement._native_ends(counts, np.array([2, 2], dtype=np.int64), out) == 6
+    assert out.tolist() == [3, 6]
