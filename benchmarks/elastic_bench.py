@@ -6,8 +6,9 @@ Each figure comes from a fresh subprocess (seconds, peak traced memory, state si
 1. ``load``     what ``ShardDataset.load_state_dict(states)`` does with the gathered list: check every
                 state and compute what the epoch has left (``restore.elastic_pending``), the old epoch's
                 shard order included.
-2. ``worker``   what each new worker adds before its first sample: its deal of the leftover and its
-                reader's segments (the epoch's shard order again, as every epoch start computes it).
+2. ``worker``   what each new worker adds before its first sample: unpickling the pending restore it
+                is handed, its deal of the leftover and its reader's segments (the epoch's shard order
+                again, as every epoch start computes it).
 3. ``epoch``    for scale: what a worker's ordinary epoch start costs on the same index
                 (``placement.counted_segments``), restore or not.
 
@@ -78,7 +79,7 @@ def _old_states(shards: Any, identity: dict[str, Any]) -> list[dict[str, Any]]:
 def child(kind: str) -> None:
     import tracemalloc
 
-    from streamer.elastic import Plan, Stream, deal
+    from streamer.elastic import Stream, deal
     from streamer.placement import counted_segments, shard_order
     from streamer.restore import dataset_digest, elastic_pending
 
@@ -96,16 +97,17 @@ def child(kind: str) -> None:
         if kind == "load":
             out["gathered_bytes"] = len(pickle.dumps(states))
             out["per_rank_bytes"] = len(pickle.dumps(states[0]))
-            out["pending_bytes"] = len(pickle.dumps(pending))
+            out["pending_bytes"] = len(pickle.dumps(pending))  # what each new worker is handed
             tracemalloc.start()
             started = time.perf_counter()
             elastic_pending(states, identity=identity, shards=shards)
             out["seconds"] = time.perf_counter() - started
         else:
+            sent = pickle.dumps(pending)  # each worker is handed the dataset, pending restore and all
             tracemalloc.start()
             started = time.perf_counter()
             world, workers = NEW
-            plan = deal(Plan.from_state(pending["left"]), rank=world - 1, world=world, worker=workers - 1,
+            plan = deal(pickle.loads(sent)["left"], rank=world - 1, world=world, worker=workers - 1,
                         workers=workers, remainder="drop")  # fmt: skip
             segments = Stream(shards.counts, shard_order(SHARDS, 0, 0, True)).segments(plan)
             out = {"seconds": time.perf_counter() - started, "segments": len(segments), "ids": len(plan.ids),

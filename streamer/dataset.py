@@ -106,7 +106,8 @@ class ShardDataset(StreamBase):
     # -- resumption ------------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
         if self._pending is not None:  # loaded, not yet iterated: a checkpoint now must not lose it
-            return {**copy.deepcopy(self._pending), **self._identity()}
+            pending = {k: v.to_state() if isinstance(v, Plan) else v for k, v in self._pending.items()}
+            return {**copy.deepcopy(pending), **self._identity()}
         plan = self._plan.to_state() if self._plan is not None else None
         return {**self._position(), "plan": plan, **self._identity()}
 
@@ -156,8 +157,9 @@ class ShardDataset(StreamBase):
             return self.epoch, None, None
         if "left" in pending:  # an elastic restore: this place's deal of what the epoch has left
             rank, world, worker, workers = place
-            plan = deal(Plan.from_state(pending["left"]), rank=rank, world=world, worker=worker,
-                        workers=workers, remainder=self.placement.remainder)  # fmt: skip
+            left = pending["left"] if isinstance(pending["left"], Plan) else Plan.from_state(pending["left"])
+            plan = deal(left, rank=rank, world=world, worker=worker, workers=workers,
+                        remainder=self.placement.remainder)  # fmt: skip
             return int(pending["epoch"]), None, plan
         plan = Plan.from_state(pending["plan"]) if pending.get("plan") is not None else None
         if pending.get("node") is None:

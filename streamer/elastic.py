@@ -16,23 +16,53 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import accumulate
+from typing import Any
 
 import numpy as np
 
-from .placement import Segment, _stream_to_segments, rank_quota, worker_slice
+from .placement import Segment, _stream_to_segments, rank_quota, stream_ends, worker_slice
 
 SampleId = tuple[int, int]  # (shard, sample index in the shard)
 Span = tuple[int, int]  # [start, stop) of the epoch's stream
 
 
-@dataclass(frozen=True)
+def sample_ids(ids: Any) -> np.ndarray:
+    """Sample ids as a read-only (k, 2) int64 array; ValueError unless they are k pairs of ints >= 0.
+
+    An array, not k tuples: 64 x 8 workers' buffers are half a million ids, and Python objects for each
+    cost more than the rest of a restore (measured in benchmarks/elastic_bench.py).
+    """
+    array = np.array(ids, dtype=np.int64)  # a copy: never a view of the caller's array
+    if array.size == 0:
+        array = array.reshape(0, 2)
+    if array.ndim != 2 or array.shape[1] != 2:
+        raise ValueError(f"sample ids must be (shard, index) pairs, not an array of shape {array.shape}")
+    if (array < 0).any():
+        raise ValueError("a plan holds a negative sample id")
+    array.flags.writeable = False
+    return array
+
+
+@dataclass(frozen=True, eq=False)
 class Plan:
     """One worker's samples for (the rest of) an epoch: ``ids`` in order, then every position of ``spans``."""
 
-    ids: tuple[SampleId, ...] = ()
+    ids: np.ndarray = field(default_factory=lambda: sample_ids(()))
     spans: tuple[Span, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.ids, np.ndarray) and not self.ids.flags.writeable):
+            object.__setattr__(self, "ids", sample_ids(self.ids))
+        object.__setattr__(self, "spans", tuple((int(a), int(b)) for a, b in self.spans))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Plan):
+            return NotImplemented
+        return self.spans == other.spans and np.array_equal(self.ids, other.ids)
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __len__(self) -> int:
         return len(self.ids) + sum(stop - start for start, stop in self.spans)
@@ -50,18 +80,17 @@ class Plan:
             skip -= take
             if start + take < stop:
                 spans.append((start + take, stop))
-        return Plan((), tuple(spans))
+        return Plan(self.ids[:0], tuple(spans))
 
     def to_state(self) -> dict[str, list[list[int]]]:
-        return {"ids": [list(i) for i in self.ids], "spans": [list(s) for s in self.spans]}
+        return {"ids": self.ids.tolist(), "spans": [list(s) for s in self.spans]}
 
     @classmethod
     def from_state(cls, state: dict[str, Sequence[Sequence[int]]]) -> Plan:
-        ids = tuple((int(shard), int(index)) for shard, index in state["ids"])
         spans = tuple((int(start), int(stop)) for start, stop in state["spans"])
-        if any(shard < 0 or index < 0 for shard, index in ids) or any(not 0 <= a < b for a, b in spans):
-            raise ValueError("a plan holds a negative sample id or an empty or reversed span")
-        return cls(ids, spans)
+        if any(not 0 <= a < b for a, b in spans):
+            raise ValueError("a plan holds an empty or reversed span")
+        return cls(sample_ids(state["ids"]), spans)
 
 
 def original_plan(total: int, *, rank: int, world: int, worker: int, workers: int, remainder: str) -> Plan:
@@ -78,23 +107,26 @@ class Progress:
 
     plan: Plan
     read: int
-    buffered: tuple[SampleId, ...] = ()
+    buffered: np.ndarray = field(default_factory=lambda: sample_ids(()))
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.buffered, np.ndarray) and not self.buffered.flags.writeable):
+            object.__setattr__(self, "buffered", sample_ids(self.buffered))
 
 
 def leftover(progress: Iterable[Progress]) -> Plan:
     """Every sample of the epoch no old worker handed out: buffered ones and unread ones, in worker order."""
-    ids: list[SampleId] = []
+    ids: list[np.ndarray] = []
     spans: list[Span] = []
     for worker in progress:
         rest = worker.plan.after(worker.read)
-        ids += worker.buffered
-        ids += rest.ids
+        ids += [worker.buffered, rest.ids]
         for start, stop in rest.spans:
             if spans and spans[-1][1] == start:  # consecutive workers' slices join up again
                 spans[-1] = (spans[-1][0], stop)
             else:
                 spans.append((start, stop))
-    return Plan(tuple(ids), tuple(spans))
+    return Plan(np.concatenate(ids) if ids else (), tuple(spans))
 
 
 def deal(left: Plan, *, rank: int, world: int, worker: int, workers: int, remainder: str) -> Plan:
@@ -111,8 +143,8 @@ def deal(left: Plan, *, rank: int, world: int, worker: int, workers: int, remain
     id_start = sum(id_counts[:g])
     span_start = sum(lengths[:g]) - id_start
     span_stop = span_start + lengths[g] - id_counts[g]
-    ids = tuple(left.ids[i % len(left.ids)] for i in range(id_start, id_start + id_counts[g]))
-    return Plan(ids, _cut(left.spans, span_start, span_stop))
+    picked = np.arange(id_start, id_start + id_counts[g]) % max(1, len(left.ids))
+    return Plan(left.ids[picked], _cut(left.spans, span_start, span_stop))
 
 
 def _ids_kept(n_ids: int, n_span: int, target: int) -> int:
@@ -160,14 +192,15 @@ class Stream:
     def __init__(self, counts: np.ndarray, order: np.ndarray) -> None:
         self.counts = np.asarray(counts, dtype=np.int64)
         self.order = order
-        self.ends = np.cumsum(self.counts[order])
+        self.ends = stream_ends(self.counts, order)
         self.total = int(self.ends[-1]) if len(self.ends) else 0
         # The reader makes one segment per non-empty shard a span touches; empty shards make none.
-        self._filled_ends = self.ends[self.counts[order] > 0]
+        empty = len(self.counts) and self.counts.min() == 0
+        self._filled_ends = self.ends[self.counts[order] > 0] if empty else self.ends
 
     def segments(self, plan: Plan) -> list[Segment]:
         """The reader's segments for ``plan``: one per id, then the spans' pieces of shards."""
-        segments = [Segment(shard, index, index + 1) for shard, index in plan.ids]
+        segments = [Segment(shard, index, index + 1) for shard, index in plan.ids.tolist()]
         for begin, end in self._laps(plan.spans):
             segments.extend(_stream_to_segments(self.order, self.ends, self.counts, begin, end))
         return segments

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from .elastic import Plan, Progress, Stream, leftover, original_plan
+from .elastic import Plan, Progress, Stream, leftover, original_plan, sample_ids
 from .placement import shard_order
 from .shards import ShardList
 
@@ -46,7 +46,7 @@ def dataset_digest(shards: ShardList) -> str:
 def elastic_pending(
     states: Sequence[Any], *, identity: Mapping[str, Any], shards: ShardList
 ) -> dict[str, Any] | None:
-    """The pending restore for a list of every old rank's states: ``{"epoch", "left"}`` or a fresh epoch."""
+    """The pending restore for every old rank's states: ``{"epoch", "left": Plan}`` or a fresh epoch."""
     if shards.counts is None:
         raise ValueError("an elastic restore needs per-shard sample counts: pass the packer's index")
     ranks = [_rank_states(state, i) for i, state in enumerate(states)]
@@ -65,7 +65,7 @@ def elastic_pending(
     if lefts:  # saved after an elastic load, before reading: what was left is still left, on any topology
         if len(lefts) != len(workers) or any(left != lefts[0] for left in lefts):
             raise ValueError("the states mix a pending elastic restore with others: gather them at one step")
-        return {"epoch": epoch, "left": lefts[0]}
+        return {"epoch": epoch, "left": Plan.from_state(lefts[0])}
     placed = [w for w in workers if w.get("place")]
     if not placed:
         return {"epoch": epoch, "node": None}  # no worker had begun the epoch
@@ -90,7 +90,7 @@ def elastic_pending(
                                      remainder=identity["remainder"])  # fmt: skip
                 by_place[rank, worker] = Progress(plan, 0)  # it had not begun: all of its slice is left
             progress.append(by_place[rank, worker])
-    return {"epoch": epoch, "left": leftover(progress).to_state()}
+    return {"epoch": epoch, "left": leftover(progress)}
 
 
 def _rank_states(state: Any, i: int) -> tuple[bool, list[Mapping[str, Any]]]:
@@ -154,7 +154,7 @@ def _progress(
             return Progress(plan, 0)
         while "source" in node:  # stand-ins -> decoder -> shuffle buffer -> reader, each where present
             if "buffer" in node:
-                buffered = tuple((int(s), int(i)) for s, i in node["buffer"])
+                buffered = sample_ids(node["buffer"])
             node = node["source"]
         read = stream.read(plan, int(node["segment"]), int(node["done"]))  # the reader's own state
         return Progress(plan, read, buffered)

@@ -180,5 +180,28 @@ def test_plan_after_and_its_state():
     assert Plan.from_state(plan.to_state()) == plan
     with pytest.raises(ValueError, match=r"read must be in \[0, 6\], not 7"):
         plan.after(7)
-    with pytest.raises(ValueError, match="negative sample id or an empty or reversed span"):
+    with pytest.raises(ValueError, match=r"^a plan holds an empty or reversed span$"):
         Plan.from_state({"ids": [], "spans": [[5, 5]]})
+    with pytest.raises(ValueError, match=r"^a plan holds an empty or reversed span$"):
+        Plan.from_state({"ids": [], "spans": [[-1, 3]]})
+    with pytest.raises(ValueError, match=r"^a plan holds a negative sample id$"):
+        Plan.from_state({"ids": [[0, 1], [3, -1]], "spans": []})
+
+
+@pytest.mark.parametrize(
+    "ids", [[[1, 2, 3]], [1, 2], [[[1, 2]]], [[1, "x"]]], ids=["triple", "flat", "nested", "text"]
+)
+def test_ids_that_are_not_pairs_of_ints_are_refused(ids):
+    with pytest.raises(ValueError, match=r"sample ids must be|invalid literal"):
+        Plan.from_state({"ids": ids, "spans": []})
+
+
+def test_plans_hold_read_only_copies_of_their_ids():
+    source = np.array([[4, 1], [4, 2]])
+    plan = Plan(source, ())
+    source[0, 0] = 99  # the caller's array changes; the plan does not
+    assert plan.ids.tolist() == [[4, 1], [4, 2]] and plan.ids.dtype == np.int64
+    with pytest.raises(ValueError, match="read-only"):
+        plan.ids[0, 0] = 5
+    assert plan.after(1).ids.tolist() == [[4, 2]] and Plan().ids.shape == (0, 2)
+    assert plan != Plan(((4, 1),), ()) and plan != "a plan" and plan == Plan([[4, 1], [4, 2]], ())
