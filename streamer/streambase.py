@@ -19,8 +19,15 @@ class StreamBase(IterableDataset):
     placement: Placement
 
     def set_epoch(self, epoch: int) -> None:
-        """Like DistributedSampler.set_epoch; reaches DataLoader workers, persistent ones too."""
+        """Like DistributedSampler.set_epoch; reaches DataLoader workers, persistent ones too.
+
+        A loaded state not yet read is dropped once the epoch moves past the state's: DataLoader workers
+        read it from their own copies, so this one would otherwise hand it to the next epoch's workers too.
+        """
         self._shared.epoch = epoch
+        pending = getattr(self, "_pending", None)
+        if pending is not None and epoch > int(pending.get("epoch", epoch)):
+            self._pending = None
 
     @property
     def epoch(self) -> int:
