@@ -129,6 +129,24 @@ def test_states_of_an_ended_epoch_start_the_next_afresh(index):
     assert len([k for batch in _loader(ds, 2) for k in batch]) == len(ds)
 
 
+@pytest.mark.parametrize("persistent", [False, True])
+def test_the_epoch_after_a_restore_is_a_fresh_runs_on_the_new_topology(index, persistent):
+    """DataLoader workers read the restore from their own copies of the dataset; the next epoch must not
+    get it again from the parent's (it did, before set_epoch dropped a pending state behind the epoch)."""
+    _, states = _run(index, 3, 1, stops=2)
+    for rank in range(2):
+        ds = _dataset(index, rank, 2)
+        ds.load_state_dict(states)
+        loader = _loader(ds, 2, persistent_workers=persistent)
+        restored = [k for batch in loader for k in batch]
+        ds.set_epoch(EPOCH + 1)
+        nxt = [k for batch in loader for k in batch]
+        fresh = _dataset(index, rank, 2)
+        fresh.set_epoch(EPOCH + 1)
+        assert nxt == [k for batch in _loader(fresh, 2) for k in batch] and len(nxt) == len(ds)
+        assert len(restored) < len(ds)
+
+
 def test_bad_states_are_refused_at_load(index, tmp_path):
     _, states = _run(index, 2, 2, stops=2)
     ds = _dataset(index, 0, 3)
