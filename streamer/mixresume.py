@@ -22,8 +22,11 @@ from typing import TYPE_CHECKING, Any
 
 from torch.utils.data import get_worker_info
 
+from .elastic import Plan
+from .mixelastic import deal_sources
+
 if TYPE_CHECKING:
-    from .mixture import Mixture, Place
+    from .mixture import Mixture, Place, Restored
 
 FINISHED = "finished"
 
@@ -58,6 +61,19 @@ def _set_origins(
     if not isinstance(saved, Mapping) or "epoch" not in state:
         raise ValueError("not a Mixture state: it has no 'sources' (was it saved by a ShardDataset?)")
     epoch = int(state["epoch"])
+    identity = mixture.identity()
+    for key in ("seed", "shuffle"):  # a changed mixture may load a state; other pass streams may not
+        if key in state and state[key] != identity[key]:
+            raise ValueError(f"the state was saved with {key}={state[key]!r}, not {identity[key]!r}; every "
+                             "source's pass stream depends on it")  # fmt: skip
+    if state.get("plan") or state.get("elastic"):  # an elastic restore's epoch: its own runs, then on
+        starts = {str(name): (int(value[0]), int(value[1])) for name, value in saved.items()}
+        if sorted(starts) != sorted(mixture.names):
+            raise ValueError(
+                f"the state was saved from sources {sorted(starts)}, not {sorted(mixture.names)}"
+            )
+        mixture._origins = {name: (epoch + 1, start + moved) for name, (start, moved) in starts.items()}
+        return
     place = state.get("place")
     info = get_worker_info()
     world = int(place[1]) if place else mixture.placement.resolve()[1]
@@ -91,18 +107,39 @@ def _set_origins(
     )
 
 
-def resume_point(mixture: Mixture, place: Place) -> tuple[int, dict[str, Any] | str | None]:
-    """The epoch to read and the chain state to start from (``FINISHED``: nothing left of that epoch)."""
+def resume_point(
+    mixture: Mixture, place: Place
+) -> tuple[int, dict[str, Any] | str | None, Restored | None]:
+    """The epoch to read, the chain state to start from (``FINISHED``: nothing left of that epoch) and,
+    after an elastic restore, this place's deal."""
     pending, mixture._pending = mixture._pending, None
     if not pending:
-        return mixture.epoch, None
+        return mixture.epoch, None, None
     epoch, node = int(pending["epoch"]), pending.get("node")
+    if "elastic" in pending:  # every old rank's leftover: this place's deal of it
+        lefts = [_plan(pending["elastic"][name]) for name in mixture.names]
+        rank, world, worker, workers = place
+        budgets, plans = deal_sources(lefts, rank=rank, world=world, worker=worker, workers=workers,
+                                      remainder=mixture.placement.remainder)  # fmt: skip
+        return epoch, None, (budgets, plans, dict(pending["sources"]))
+    restored = None
+    if pending.get("plan"):  # this place's own state from a restored epoch
+        budgets = [int(b) for b in pending["plan"]["budgets"]]
+        plans = [_plan({"ids": [], "spans": spans}) for spans in pending["plan"]["spans"]]
+        if len(budgets) != len(mixture.names) or len(plans) != len(budgets):
+            raise ValueError(f"the state's plan has {len(budgets)} budgets for {len(mixture.names)} sources")
+        restored = (budgets, plans, dict(pending["sources"]))
     if node is None or node == FINISHED:
-        return epoch, node
+        return epoch, node, restored
     saved = tuple(pending["place"])
     if saved != place:
         raise ValueError(
             f"state was saved at (rank, world, worker, workers)={saved} but this run is at {place}; "
-            "the stream depends on world size and worker count, so resume with the same ones"
+            "the stream depends on world size and worker count, so resume with the same ones, or load "
+            "the list of every rank's states to continue on another (an elastic restore)"
         )
-    return epoch, node
+    return epoch, node, restored
+
+
+def _plan(value: Plan | Mapping[str, Any]) -> Plan:
+    return value if isinstance(value, Plan) else Plan.from_state(value)  # type: ignore[arg-type]

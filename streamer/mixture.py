@@ -19,7 +19,9 @@ from typing import Any
 
 from torch.utils.data import get_worker_info
 
+from .elastic import Plan
 from .httpoptions import HttpOptions
+from .mixelastic import PlanStream
 from .mixplan import MixturePlan, plan_mixture
 from .mixreader import MixtureReader, SourceWindows
 from .mixsource import MixSource, all_shards, counted_shards, source_decoder, source_fields
@@ -34,6 +36,8 @@ from .standins import StandIns
 from .streambase import StreamBase
 
 Place = tuple[int, int, int, int]  # rank, world, worker, workers
+# An elastic restore's deal for one worker: per-source budgets, per-source spans, the sources' saved places.
+Restored = tuple[list[int], list[Plan], dict[str, list[int]]]
 _sample_of = operator.itemgetter(2)  # (shard, index, sample) -> sample
 
 
@@ -102,6 +106,8 @@ class Mixture(StreamBase):
         self._shared = SharedState()
         self._pending: dict[str, Any] | None = None
         self._chain: tuple[Node, int, Place] | None = None
+        self._restored: Restored | None = None  # what the chain reads when an elastic restore dealt it
+        self._identity: dict[str, Any] | None = None
 
     @classmethod
     def from_yaml(cls, path: str | os.PathLike[str], **overrides: Any) -> Mixture:
@@ -124,6 +130,14 @@ class Mixture(StreamBase):
                 remainder=self.placement.remainder)  # fmt: skip
         return plan
 
+    def window(self, budget: int, length: int) -> int:
+        """A source's window in a worker's stream: its share of the shuffle buffer (1 without shuffling)."""
+        return self.reading.buffer_size * budget // max(length, 1) if self.placement.shuffle else 1
+
+    def pass_stream(self, j: int) -> PassStream:
+        return PassStream(self.shard_lists[j].counts, seed=self.placement.seed, salt=self.names[j],
+                          shuffle=self.placement.shuffle, base=self.bases[j])  # fmt: skip
+
     def starts(self, epoch: int, plan: MixturePlan) -> list[int]:
         """Where each source's run of this epoch begins in its pass stream."""
         out = []
@@ -139,20 +153,39 @@ class Mixture(StreamBase):
 
     # -- resumption ------------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
+        identity = self.identity()
         if self._pending is not None:
-            return copy.deepcopy(self._pending)
+            pending = {k: v for k, v in self._pending.items() if k != "elastic"}
+            if "elastic" in self._pending:  # loaded, not yet iterated: a checkpoint now must not lose it
+                pending["elastic"] = {n: p.to_state() for n, p in self._pending["elastic"].items()}
+            return {**copy.deepcopy(pending), **identity}
         if self._chain is None:
-            return {"epoch": self.epoch, "place": None, "node": None, "sources": self._sources_at(self.epoch)}
+            return {"epoch": self.epoch, "place": None, "node": None, "sources": self._sources_at(self.epoch),
+                    **identity}  # fmt: skip
         chain, epoch, place = self._chain
         node = chain.get_state()
-        return {"epoch": epoch, "place": list(place), "node": node, "left": self._left(node, place),
-                "sources": self._sources_at(epoch, place[3])}  # fmt: skip
+        if self._restored is not None:
+            budgets, plans, sources = self._restored
+            restored = {"budgets": list(budgets), "spans": [[list(s) for s in p.spans] for p in plans]}
+            left = self._left(node, sum(budgets))
+            return {"epoch": epoch, "place": list(place), "node": node, "left": left,
+                    "sources": copy.deepcopy(sources), "plan": restored, **identity}  # fmt: skip
+        length = self.plan(place[1], place[3]).worker_length(place[2])
+        return {"epoch": epoch, "place": list(place), "node": node, "left": self._left(node, length),
+                "sources": self._sources_at(epoch, place[3]), **identity}  # fmt: skip
 
-    def _left(self, node: Mapping[str, Any], place: Place) -> int:
+    def identity(self) -> dict[str, Any]:
+        """What a state must share with this mixture to load: data, shares, epoch and buffer size, seed."""
+        if self._identity is None:
+            from .mixrestore import mixture_identity
+
+            self._identity = mixture_identity(self)
+        return self._identity
+
+    def _left(self, node: Mapping[str, Any], length: int) -> int:
         """Samples of the plan this worker has not yet reached (stand-ins owed not counted)."""
         while "counts" not in node:
             node = node.get("source") or {"counts": []}
-        length = self.plan(place[1], place[3]).worker_length(place[2])
         return length - sum(node["counts"]) if node["counts"] else length
 
     def _sources_at(self, epoch: int, workers: int = 1) -> dict[str, list[int]]:
@@ -161,8 +194,19 @@ class Mixture(StreamBase):
             n: [s, e] for n, s, e in zip(self.names, self.starts(epoch, plan), plan.per_epoch(), strict=True)
         }
 
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Continue, on the next iteration, exactly where the run that saved ``state`` stood."""
+    def load_state_dict(self, state: Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> None:
+        """Continue, on the next iteration, where the run that saved ``state`` stood.
+
+        ``state``: this rank's own state (or its DataLoader's), to continue exactly on the same world size
+        and workers, or a changed mixture at an epoch boundary (``mixresume.py``); or the list of every old
+        rank's states, in rank order, to continue the epoch on any world size and workers, each source's
+        samples still once (``mixrestore.py``). Checked here, before any sample is read.
+        """
+        if isinstance(state, Sequence):
+            from .mixrestore import elastic_pending
+
+            self._pending = elastic_pending(self, state)
+            return
         from .mixresume import restore_point
 
         self._pending = dict(state)
@@ -175,7 +219,7 @@ class Mixture(StreamBase):
         info = get_worker_info()
         worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
         place = (*self.placement.resolve(), worker, workers)
-        epoch, node_state = resume_point(self, place)
+        epoch, node_state, self._restored = resume_point(self, place)
         if node_state == FINISHED:  # a changed mixture loaded after its epoch's end: nothing left of it
             self._chain = None
             return iter(())
@@ -187,7 +231,11 @@ class Mixture(StreamBase):
     def _assemble(self, place: Place, epoch: int) -> Node:
         rank, world, worker, workers = place
         plan = self.plan(world, workers)
-        budgets, length = plan.budgets(worker), plan.worker_length(worker)
+        if self._restored is not None:  # an elastic restore's deal: per source, spans of its pass stream
+            budgets, plans, _ = self._restored
+        else:
+            budgets = plan.budgets(worker)
+        length = sum(budgets)
         # One opener per source (its own fields, its own sidecar cache), all over the mixture's shard list.
         reading = self.reading
         openers = [ShardOpener(self.shards, reading.open, fields=source_fields(s), prefetch=reading.prefetch,
@@ -196,14 +244,15 @@ class Mixture(StreamBase):
         recovery = Recovery(self.error_handling, counters=self._shared, counted=True,
                             locate=lambda shard, index: _locate(openers, bases, shard, index))  # fmt: skip
         windows = []
-        for j, (name, shards, start) in enumerate(
-            zip(self.names, self.shard_lists, self.starts(epoch, plan), strict=True)
-        ):
-            begin, end = plan.worker_range(j, rank, worker)
-            stream = PassStream(shards.counts, seed=self.placement.seed, salt=name,
-                                shuffle=self.placement.shuffle, base=bases[j])  # fmt: skip
-            window = reading.buffer_size * budgets[j] // max(length, 1) if self.placement.shuffle else 1
-            run = (start + begin, start + end)
+        for j, (name, start) in enumerate(zip(self.names, self.starts(epoch, plan), strict=True)):
+            stream: PassStream | PlanStream = self.pass_stream(j)
+            if self._restored is not None:
+                stream = PlanStream(stream, plans[j].spans)
+                run = (0, stream.size)
+            else:
+                begin, end = plan.worker_range(j, rank, worker)
+                run = (start + begin, start + end)
+            window = self.window(budgets[j], length)
             windows.append(SourceWindows(name, openers[j], stream, run, window=window, recovery=recovery,
                                          decode=self.decoders[j]))  # fmt: skip
         node: Node = MixtureReader(windows, budgets, bases, max_open=self.max_open, stratify=self.stratify)

@@ -180,5 +180,6 @@ def test_a_state_from_another_place_in_the_middle_of_an_epoch_is_refused_by_name
         iter(elsewhere)
     assert str(refused.value) == (
         "state was saved at (rank, world, worker, workers)=(0, 2, 0, 1) but this run is at (1, 2, 0, 1); the "
-        "stream depends on world size and worker count, so resume with the same ones"
+        "stream depends on world size and worker count, so resume with the same ones, or load the list of "
+        "every rank's states to continue on another (an elastic restore)"
     )

@@ -1,0 +1,149 @@
+"""Restoring a Mixture from every old rank's state, on any ranks x workers: checked, then each source's rest.
+
+As for one dataset (``restore.py``): the list of every old rank's states (Mixture states or
+StatefulDataLoader states holding them), gathered once, continues the epoch on any (world, workers), each
+source's samples still once; ``mixelastic`` finds and deals what is left. A Mixture's state names where each
+source's pass stream stood ("sources") and, through its reader's per-source counts and the window order,
+what each worker handed out; nothing else is needed. The identity a state must share with the mixture adds
+the sources' shares, the epoch size and the buffer size (it sets the windows) to the data, seed, shuffle
+and remainder: a changed mixture is refused here, as it is mid-epoch on one topology.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from .elastic import Plan, Span
+from .mixelastic import PlanStream, join, unread
+from .passes import PassStream
+from .restore import _rank_states, _topology, check_identity, dataset_digest
+
+if TYPE_CHECKING:
+    from .mixture import Mixture
+
+IDENTITY = ("dataset", "seed", "shuffle", "remainder")
+
+
+def mixture_identity(mixture: Mixture) -> dict[str, Any]:
+    digest = hashlib.blake2b(digest_size=16)
+    for share, shards in zip(mixture.shares, mixture.shard_lists, strict=True):
+        digest.update(
+            f"{share.name}\x00{share.kind}\x00{share.value!r}\x00{dataset_digest(shards)}\x00".encode()
+        )
+    digest.update(f"{mixture.epoch_size}\x00{mixture.reading.buffer_size}".encode())
+    p = mixture.placement
+    return {"dataset": digest.hexdigest(), "seed": p.seed, "shuffle": p.shuffle, "remainder": p.remainder}
+
+
+def elastic_pending(mixture: Mixture, states: Sequence[Any]) -> dict[str, Any] | None:
+    """``{"epoch", "sources", "elastic": {name: Plan}}``, or None once every rank had finished its epoch.
+
+    Sets where each source's pass stream stands for the epochs after: where the saved epoch ends.
+    """
+    ranks = [_rank_states(state, i) for i, state in enumerate(states)]
+    if not ranks:
+        raise ValueError("the list of states is empty: pass every old rank's state, in rank order")
+    workers = [w for _, rank_workers in ranks for w in rank_workers]
+    if not workers:
+        raise ValueError("the states hold no Mixture state (were they saved before the first batch?)")
+    identity = mixture_identity(mixture)
+    for w in workers:
+        if "sources" not in w:
+            raise ValueError("not a Mixture state: it has no 'sources' (was it saved by a ShardDataset?)")
+        check_identity(w, identity)
+    epochs = {int(w["epoch"]) for w in workers}
+    if len(epochs) != 1:
+        raise ValueError(f"the states are from different epochs {sorted(epochs)}: gather them at one step")
+    (epoch,) = epochs
+    sources = _sources(workers, mixture.names)
+    # The epochs after this one go on from where its runs end, on any topology.
+    after = {name: (epoch + 1, start + moved) for name, (start, moved) in sources.items()}
+    if all(finished for finished, _ in ranks):
+        mixture._origins = after
+        return None  # the epoch is over on every rank; each source goes on from its end
+    pending = [w["elastic"] for w in workers if "elastic" in w]
+    if pending:  # saved after an elastic load, before reading: what was left is still left
+        if len(pending) != len(workers) or any(p != pending[0] for p in pending):
+            raise ValueError("the states mix a pending elastic restore with others: gather them at one step")
+        lefts = {name: Plan.from_state(p) for name, p in pending[0].items()}
+        mixture._origins = after
+        return _pending(epoch, sources, lefts)
+    placed = [w for w in workers if w.get("place")]
+    if not placed:  # no worker had begun the epoch: it begins afresh on the new topology
+        mixture._origins = {name: (epoch, start) for name, (start, _) in sources.items()}
+        return {"epoch": epoch, "place": None, "node": None, "sources": _listed(sources)}
+    world, k = _topology(placed, len(states))
+    left: dict[str, list[Span]] = {name: [] for name in mixture.names}
+    by_place = {}
+    for w in placed:
+        rank, _, worker, _ = (int(v) for v in w["place"])
+        if (rank, worker) in by_place:
+            raise ValueError(f"two states for rank {rank} worker {worker}: pass each rank's state once")
+        by_place[rank, worker] = w
+    restored = any(w.get("plan") for w in placed)
+    for rank in range(world):
+        for worker in range(k):
+            state = by_place.get((rank, worker))
+            if state is None and restored:
+                raise ValueError(f"no state for rank {rank} worker {worker}: pass every rank's state")
+            try:
+                for name, spans in _worker_left(mixture, state, sources, rank, world, worker, k):
+                    left[name] += spans
+            except (KeyError, TypeError, ValueError, IndexError) as exc:
+                raise ValueError(f"the state of rank {rank} worker {worker} is damaged: {exc!r}") from exc
+    mixture._origins = after
+    return _pending(epoch, sources, {name: Plan((), join(spans)) for name, spans in left.items()})
+
+
+def _sources(workers: Sequence[Mapping[str, Any]], names: Sequence[str]) -> dict[str, tuple[int, int]]:
+    """Each source's (start, moved) in the saved epoch: the same in every worker's state."""
+    found = {tuple((str(n), int(v[0]), int(v[1])) for n, v in w["sources"].items()) for w in workers}
+    if len(found) != 1:
+        raise ValueError("the states disagree on where the sources stood: gather them at one step")
+    sources = {name: (start, moved) for name, start, moved in found.pop()}
+    if sorted(sources) != sorted(names):
+        raise ValueError(f"the states were saved from sources {sorted(sources)}, not {sorted(names)}")
+    return sources
+
+
+def _listed(sources: Mapping[str, tuple[int, int]]) -> dict[str, list[int]]:
+    return {name: [start, moved] for name, (start, moved) in sources.items()}
+
+
+def _pending(epoch: int, sources: Mapping[str, tuple[int, int]], lefts: dict[str, Plan]) -> dict[str, Any]:
+    # "place" and "node" as any unplaced state has them: saved before the workers start, it loads again.
+    return {"epoch": epoch, "place": None, "node": None, "sources": _listed(sources), "elastic": lefts}
+
+
+def _worker_left(
+    mixture: Mixture, state: Mapping[str, Any] | None, sources: Mapping[str, tuple[int, int]],
+    rank: int, world: int, worker: int, workers: int,
+) -> list[tuple[str, list[Span]]]:  # fmt: skip
+    """What one old worker had not handed out of each source, in pass-stream positions."""
+    node = state.get("node") if state else None
+    while node and "counts" not in node:  # stand-ins -> the mixture reader
+        node = node.get("source")
+    restored = state.get("plan") if state else None
+    if restored:
+        budgets = [int(b) for b in restored["budgets"]]
+    else:
+        budgets = list(mixture.plan(world, workers).budgets(worker))
+    counts = [int(c) for c in node["counts"]] if node else [0] * len(budgets)
+    if len(counts) != len(mixture.names) or len(budgets) != len(counts):
+        raise ValueError(f"{len(counts)} counts and {len(budgets)} budgets for {len(mixture.names)} sources")
+    length = sum(budgets)
+    out = []
+    for j, name in enumerate(mixture.names):
+        stream: PassStream | PlanStream = mixture.pass_stream(j)
+        if restored:
+            stream = PlanStream(stream, Plan.from_state({"ids": [], "spans": restored["spans"][j]}).spans)
+            run = (0, stream.size)
+        else:
+            begin, end = mixture.plan(world, workers).worker_range(j, rank, worker)
+            run = (sources[name][0] + begin, sources[name][0] + end)
+        if not 0 <= counts[j] <= run[1] - run[0]:
+            raise ValueError(f"source {name!r}: {counts[j]} handed out of a run of {run[1] - run[0]}")
+        out.append((name, unread(stream, run, mixture.window(budgets[j], length), counts[j])))
+    return out
