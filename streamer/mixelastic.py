@@ -15,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from fractions import Fraction
 
+import numpy as np
+
 from .elastic import Plan, Span, _cut
 from .mixplan import apportion
 from .passes import PassStream
@@ -51,13 +53,10 @@ def unread(stream: PassStream | PlanStream, run: tuple[int, int], window: int, c
     if count >= end - begin:
         return []
     lo, hi = stream.window(begin, end, max(1, window), count)
-    rest = sorted(lo + k for k in stream.window_order(lo, hi)[begin + count - lo :])
-    spans: list[Span] = []
-    for x in rest:
-        if spans and spans[-1][1] == x:
-            spans[-1] = (spans[-1][0], x + 1)
-        else:
-            spans.append((x, x + 1))
+    rest = np.sort(np.asarray(stream.window_order(lo, hi)[begin + count - lo :], dtype=np.int64)) + lo
+    cuts = np.flatnonzero(np.diff(rest) != 1) + 1  # where a run of consecutive positions ends
+    firsts, lasts = rest[np.r_[0, cuts]], rest[np.r_[cuts - 1, len(rest) - 1]]
+    spans: list[Span] = list(zip(firsts.tolist(), (lasts + 1).tolist(), strict=True))
     if hi < end:
         spans.append((hi, end))
     if isinstance(stream, PlanStream):

@@ -83,13 +83,14 @@ def elastic_pending(mixture: Mixture, states: Sequence[Any]) -> dict[str, Any] |
             raise ValueError(f"two states for rank {rank} worker {worker}: pass each rank's state once")
         by_place[rank, worker] = w
     restored = any(w.get("plan") for w in placed)
+    streams = [mixture.pass_stream(j) for j in range(len(mixture.names))]
     for rank in range(world):
         for worker in range(k):
             state = by_place.get((rank, worker))
             if state is None and restored:
                 raise ValueError(f"no state for rank {rank} worker {worker}: pass every rank's state")
             try:
-                for name, spans in _worker_left(mixture, state, sources, rank, world, worker, k):
+                for name, spans in _worker_left(mixture, streams, state, sources, (rank, world, worker, k)):
                     left[name] += spans
             except (KeyError, TypeError, ValueError, IndexError) as exc:
                 raise ValueError(f"the state of rank {rank} worker {worker} is damaged: {exc!r}") from exc
@@ -118,10 +119,11 @@ def _pending(epoch: int, sources: Mapping[str, tuple[int, int]], lefts: dict[str
 
 
 def _worker_left(
-    mixture: Mixture, state: Mapping[str, Any] | None, sources: Mapping[str, tuple[int, int]],
-    rank: int, world: int, worker: int, workers: int,
+    mixture: Mixture, streams: Sequence[PassStream], state: Mapping[str, Any] | None,
+    sources: Mapping[str, tuple[int, int]], place: tuple[int, int, int, int],
 ) -> list[tuple[str, list[Span]]]:  # fmt: skip
     """What one old worker had not handed out of each source, in pass-stream positions."""
+    rank, world, worker, workers = place
     node = state.get("node") if state else None
     while node and "counts" not in node:  # stand-ins -> the mixture reader
         node = node.get("source")
@@ -136,7 +138,7 @@ def _worker_left(
     length = sum(budgets)
     out = []
     for j, name in enumerate(mixture.names):
-        stream: PassStream | PlanStream = mixture.pass_stream(j)
+        stream: PassStream | PlanStream = streams[j]
         if restored:
             stream = PlanStream(stream, Plan.from_state({"ids": [], "spans": restored["spans"][j]}).spans)
             run = (0, stream.size)
