@@ -5,7 +5,10 @@ moves it. Loaded into the same mixture (same sources, same budgets), the saved c
 stopped. Loaded into a changed one (weights changed, sources added or removed) at an epoch boundary,
 every remaining source's pass stream goes on from where the saved run left it — no sample of a pass
 repeated or skipped — and new sources start at their first pass. A change in the middle of an epoch is
-refused: the other ranks' and workers' unread parts of the epoch are not in this state.
+refused: the other ranks' and workers' unread parts of the epoch are not in this state (the list of
+every rank's states is: ``mixrestore.py``). A state saved in an elastic restore's epoch carries its
+place's deal ("plan") and continues it on the same place; after that epoch every source goes on from
+where the saved epoch ends.
 
 A StatefulDataLoader's own state is taken too. That matters at an epoch's end: the loader then starts the
 next epoch without handing its workers any state, so a changed mixture learns where its sources stand
