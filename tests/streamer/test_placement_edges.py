@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from streamer import placement
 from streamer.permute import Permutation
 from streamer.placement import (
     ResampledShards,
@@ -13,6 +14,7 @@ from streamer.placement import (
     counted_segments,
     rank_quota,
     shard_order,
+    stream_ends,
     worker_slice,
 )
 
@@ -72,6 +74,25 @@ def test_shard_order_is_the_permutation_or_the_identity():
     assert shard_order(5, 3, 1, True).tolist() == Permutation(5, 3, 1).array().tolist()
     shuffled = _place([1] * 6, shuffle=True, seed=3, epoch=1)
     assert [s.shard for s in shuffled] == Permutation(6, 3, 1).array().tolist()
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_stream_ends_are_int64_running_totals_whatever_integer_types_they_are_given(native, monkeypatch):
+    # The C loop reads both buffers as int64 and numpy's cumsum keeps uint64 as uint64: each path converts.
+    if not native:
+        monkeypatch.setattr(placement, "_native_ends", None)
+    elif placement._native_ends is None:
+        pytest.skip("streamer/_order.c is not built here")
+    for counts_type in (np.int64, np.int32, np.uint64, np.uint8):
+        counts = np.array([5, 0, 7, 2], dtype=counts_type)
+        for order_type in (np.int64, np.int32, np.uint32):
+            ends = stream_ends(counts, np.array([2, 0, 3, 1], dtype=order_type))
+            assert ends.dtype == np.int64 and ends.tolist() == [7, 12, 14, 14], (counts_type, order_type)
+    assert stream_ends([5, 0, 7, 2], [3, 3, 1]).tolist() == [2, 4, 4]
+    big = stream_ends(np.array([2**40, 2**40 + 1], dtype=np.uint64), np.array([1, 0]))
+    assert big.dtype == np.int64 and big.tolist() == [2**40 + 1, 2**41 + 1]
+    empty = stream_ends(np.array([3], dtype=np.int32), np.array([], dtype=np.int64))
+    assert empty.dtype == np.int64 and empty.tolist() == []
 
 
 @pytest.mark.parametrize(
