@@ -65,7 +65,8 @@ class Permutation:
             src = None if indices is None else np.ascontiguousarray(indices, dtype=np.uint64)
             self._native(self.n, int(self._half), self._keys.astype("<u8").tobytes(), src, out)
             return out
-        x = np.arange(self.n, dtype=np.uint64) if indices is None else indices.astype(np.uint64)
+        shape = (self.n,) if indices is None else indices.shape
+        x = np.arange(self.n, dtype=np.uint64) if indices is None else indices.astype(np.uint64).reshape(-1)
         with np.errstate(over="ignore"):
             y = self._encrypt(x)
             out_of_range = y >= self.n
@@ -73,7 +74,7 @@ class Permutation:
             while out_of_range.any():
                 y[out_of_range] = self._encrypt(y[out_of_range])
                 out_of_range = y >= self.n
-        return y.astype(np.int64)
+        return y.astype(np.int64).reshape(shape)  # a 0-d or 2-d choice keeps its shape, as in C
 
     def __call__(self, index: int) -> int:
         if not 0 <= index < self.n:

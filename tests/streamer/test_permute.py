@@ -219,3 +219,15 @@ def test_the_c_prefix_sums_refuse_an_order_outside_the_shards():
         placement._native_ends(counts, np.array([0], dtype=np.int64), out)
     assert placement._native_ends(counts, np.array([2, 2], dtype=np.int64), out) == 6
     assert out.tolist() == [3, 6]
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_chosen_indices_of_any_shape_keep_it_on_both_loops(native):
+    if native and _native_permute is None:
+        pytest.skip("streamer/_order.c is not built here")
+    perm = Permutation(37, seed=4, epoch=0, native=native)  # a domain of 64: most inputs walk
+    whole = perm.array()
+    assert [int(perm.array(np.array(k))) for k in range(37)] == whole.tolist()  # 0-d, walking or not
+    assert perm.array(np.array(5)).shape == ()
+    grid = np.arange(36).reshape(6, 6)
+    np.testing.assert_array_equal(perm.array(grid), whole[:36].reshape(6, 6))
