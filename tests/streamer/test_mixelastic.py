@@ -191,3 +191,32 @@ def test_unread_keeps_the_rest_of_a_window_and_the_run_after_it():
     rest = [x for a, b in left for x in range(a, b)]
     assert sorted(out + rest) == list(range(3, 17)) and not set(out) & set(rest)
     assert unread(stream, run, window, 14) == [] and unread(stream, run, window, 0) != []
+
+
+def test_deal_sources_cuts_each_source_in_place_order_and_drops_its_tail():
+    lefts = [Plan((), ((0, 5),)), Plan((), ((100, 103),))]  # 8 samples: 4 a rank of 2
+    dealt = [deal_sources(lefts, rank=r, world=2, worker=0, workers=1, remainder="drop") for r in range(2)]
+    assert [(b, [p.spans for p in plans]) for b, plans in dealt] == [
+        ([3, 1], [((0, 3),), ((100, 101),)]),
+        ([2, 2], [((3, 5),), ((101, 103),)]),
+    ]
+    lefts = [Plan((), ((0, 4), (10, 12))), Plan((), ((100, 101),))]  # 7: the one extra goes back
+    dealt = {(r, w): deal_sources(lefts, rank=r, world=2, worker=w, workers=2, remainder="drop")
+             for r in range(2) for w in range(2)}  # fmt: skip
+    assert {place: (b, [p.spans for p in plans]) for place, (b, plans) in dealt.items()} == {
+        (0, 0): ([2, 0], [((0, 2),), ()]),
+        (0, 1): ([1, 0], [((2, 3),), ()]),
+        (1, 0): ([2, 0], [((3, 4), (10, 11)), ()]),
+        (1, 1): ([1, 0], [((11, 12),), ()]),
+    }
+
+
+def test_a_plan_stream_reads_its_spans_pass_stream_segments_in_order():
+    passes = PassStream(np.array([3, 2, 4]), seed=1, salt="a", base=10)
+    stream = PlanStream(passes, ((2, 5), (9, 12)))
+    assert stream.size == 6
+    whole = list(passes.segments(2, 5)) + list(passes.segments(9, 12))
+    assert list(stream.segments(0, 6)) == whole
+    assert list(stream.segments(1, 4)) == list(passes.segments(3, 5)) + list(passes.segments(9, 10))
+    assert list(stream.segments(4, 99)) == list(passes.segments(10, 12))  # clipped at the run's end
+    assert stream.window(0, 6, 4, 5) == (4, 6) and stream.window(0, 6, 4, 1) == (0, 4)
