@@ -121,12 +121,19 @@ def leftover(progress: Iterable[Progress]) -> Plan:
     for worker in progress:
         rest = worker.plan.after(worker.read)
         ids += [worker.buffered, rest.ids]
-        for start, stop in rest.spans:
-            if spans and spans[-1][1] == start:  # consecutive workers' slices join up again
-                spans[-1] = (spans[-1][0], stop)
-            else:
-                spans.append((start, stop))
-    return Plan(np.concatenate(ids) if ids else (), tuple(spans))
+        spans += rest.spans
+    return Plan(np.concatenate(ids) if ids else (), join(spans))  # consecutive workers' slices join up
+
+
+def join(spans: Sequence[Span]) -> tuple[Span, ...]:
+    """Spans in the order given, with each that starts where the previous ends merged into it."""
+    out: list[Span] = []
+    for start, stop in spans:
+        if out and out[-1][1] == start:
+            out[-1] = (out[-1][0], stop)
+        else:
+            out.append((start, stop))
+    return tuple(out)
 
 
 def deal(left: Plan, *, rank: int, world: int, worker: int, workers: int, remainder: str) -> Plan:

@@ -64,17 +64,6 @@ def unread(stream: PassStream | PlanStream, run: tuple[int, int], window: int, c
     return spans
 
 
-def join(spans: Sequence[Span]) -> tuple[Span, ...]:
-    """Spans in the order given, with each that starts where the previous ends merged into it."""
-    out: list[Span] = []
-    for start, stop in spans:
-        if out and out[-1][1] == start:
-            out[-1] = (out[-1][0], stop)
-        else:
-            out.append((start, stop))
-    return tuple(out)
-
-
 def rank_shares(lefts: Sequence[int], world: int, remainder: str) -> list[list[int]]:
     """``shares[r][j]``: samples of source j for rank r; every rank ``rank_quota(sum(lefts))`` in all.
 

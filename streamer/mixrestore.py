@@ -15,16 +15,13 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .elastic import Plan, Span
-from .mixelastic import PlanStream, join, unread
+from .elastic import Plan, Span, join
+from .mixelastic import PlanStream, unread
 from .passes import PassStream
-from .restore import _rank_states, _topology, check_identity, dataset_digest
+from .restore import _rank_states, _topology, by_place_of, check_identity, dataset_digest, one_epoch
 
 if TYPE_CHECKING:
     from .mixture import Mixture
-
-IDENTITY = ("dataset", "seed", "shuffle", "remainder")
-
 
 def mixture_identity(mixture: Mixture) -> dict[str, Any]:
     digest = hashlib.blake2b(digest_size=16)
@@ -53,10 +50,7 @@ def elastic_pending(mixture: Mixture, states: Sequence[Any]) -> dict[str, Any] |
         if "sources" not in w:
             raise ValueError("not a Mixture state: it has no 'sources' (was it saved by a ShardDataset?)")
         check_identity(w, identity)
-    epochs = {int(w["epoch"]) for w in workers}
-    if len(epochs) != 1:
-        raise ValueError(f"the states are from different epochs {sorted(epochs)}: gather them at one step")
-    (epoch,) = epochs
+    epoch = one_epoch(workers)
     sources = _sources(workers, mixture.names)
     # The epochs after this one go on from where its runs end, on any topology.
     after = {name: (epoch + 1, start + moved) for name, (start, moved) in sources.items()}
@@ -76,12 +70,7 @@ def elastic_pending(mixture: Mixture, states: Sequence[Any]) -> dict[str, Any] |
         return {"epoch": epoch, "place": None, "node": None, "sources": _listed(sources)}
     world, k = _topology(placed, len(states))
     left: dict[str, list[Span]] = {name: [] for name in mixture.names}
-    by_place = {}
-    for w in placed:
-        rank, _, worker, _ = (int(v) for v in w["place"])
-        if (rank, worker) in by_place:
-            raise ValueError(f"two states for rank {rank} worker {worker}: pass each rank's state once")
-        by_place[rank, worker] = w
+    by_place = by_place_of(placed)
     restored = any(w.get("plan") for w in placed)
     streams = [mixture.pass_stream(j) for j in range(len(mixture.names))]
     for rank in range(world):

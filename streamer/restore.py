@@ -57,10 +57,7 @@ def elastic_pending(
     workers = [w for _, rank_workers in ranks for w in rank_workers]
     for w in workers:
         check_identity(w, identity)
-    epochs = {int(w["epoch"]) for w in workers}
-    if len(epochs) != 1:
-        raise ValueError(f"the states are from different epochs {sorted(epochs)}: gather them at one step")
-    (epoch,) = epochs
+    epoch = one_epoch(workers)
     lefts = [w["left"] for w in workers if "left" in w]
     if lefts:  # saved after an elastic load, before reading: what was left is still left, on any topology
         if len(lefts) != len(workers) or any(left != lefts[0] for left in lefts):
@@ -73,12 +70,8 @@ def elastic_pending(
     stream = Stream(shards.counts, shard_order(len(shards), int(identity["seed"]), epoch,
                                                bool(identity["shuffle"])))  # fmt: skip
     total = stream.total
-    by_place = {}
-    for w in placed:
-        rank, _, worker, _ = (int(v) for v in w["place"])
-        if (rank, worker) in by_place:
-            raise ValueError(f"two states for rank {rank} worker {worker}: pass each rank's state once")
-        by_place[rank, worker] = _progress(w, stream, total, world, k, identity["remainder"])
+    by_place = {place: _progress(w, stream, total, world, k, identity["remainder"])
+                for place, w in by_place_of(placed).items()}  # fmt: skip
     dealt = any(w.get("plan") is not None for w in placed)
     progress = []
     for rank in range(world):
@@ -126,6 +119,25 @@ def check_identity(state: Mapping[str, Any], identity: Mapping[str, Any]) -> Non
         if state[key] != identity[key]:
             what = "another dataset" if key == "dataset" else f"{key}={state[key]!r}, not {identity[key]!r}"
             raise ValueError(f"the state was saved from {what}; the epoch's order depends on it")
+
+
+def one_epoch(workers: Sequence[Mapping[str, Any]]) -> int:
+    """The epoch every worker's state was saved in; ValueError if they differ."""
+    epochs = {int(w["epoch"]) for w in workers}
+    if len(epochs) != 1:
+        raise ValueError(f"the states are from different epochs {sorted(epochs)}: gather them at one step")
+    return epochs.pop()
+
+
+def by_place_of(placed: Sequence[Mapping[str, Any]]) -> dict[tuple[int, int], Mapping[str, Any]]:
+    """Placed worker states by (rank, worker); ValueError if a place comes twice."""
+    by_place: dict[tuple[int, int], Mapping[str, Any]] = {}
+    for w in placed:
+        rank, _, worker, _ = (int(v) for v in w["place"])
+        if (rank, worker) in by_place:
+            raise ValueError(f"two states for rank {rank} worker {worker}: pass each rank's state once")
+        by_place[rank, worker] = w
+    return by_place
 
 
 def _topology(states: list[Mapping[str, Any]], ranks: int) -> tuple[int, int]:

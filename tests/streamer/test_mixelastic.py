@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streamer.elastic import Plan
-from streamer.mixelastic import PlanStream, deal_sources, join, rank_shares, unread, worker_budgets
+from streamer.elastic import Plan, join
+from streamer.mixelastic import PlanStream, deal_sources, rank_shares, unread, worker_budgets
 from streamer.mixplan import Interleave, Share, plan_mixture
 from streamer.passes import PassStream
 
