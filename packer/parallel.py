@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-import threading
-import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from itertools import islice
 from typing import Any, TypeVar
+
+from shardstream.processes import exit_with_parent
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -20,20 +20,6 @@ def _chunks(items: Iterable[T], size: int) -> Iterator[list[T]]:
     iterator = iter(items)
     while chunk := list(islice(iterator, size)):
         yield chunk
-
-
-def _exit_with(parent: int) -> None:
-    """Worker initializer: leave when the packer dies, even by kill -9, instead of lingering forever."""
-
-    def watch() -> None:
-        while True:
-            time.sleep(1.0)  # a watchdog's poll, not an error handler's retry
-            try:
-                os.kill(parent, 0)
-            except ProcessLookupError:
-                os._exit(1)
-
-    threading.Thread(target=watch, name="shardstream-parent-watch", daemon=True).start()
 
 
 def ordered_map(
@@ -60,7 +46,7 @@ def ordered_map(
     context = multiprocessing.get_context("forkserver")
     limit = workers * in_flight_per_worker
     with ProcessPoolExecutor(
-        max_workers=workers, mp_context=context, initializer=_exit_with, initargs=(os.getpid(),)
+        max_workers=workers, mp_context=context, initializer=exit_with_parent, initargs=(os.getpid(),)
     ) as pool:
         pending: deque[Future[list[R]]] = deque()
         try:

@@ -1,7 +1,7 @@
 """The ``shardstream`` command: one typer app, one module per command group, each loading only what it runs.
 
-pack (``cli/pack.py``), info and verify (``cli/inspect.py``), stream (``cli/stream.py``), demo
-(``cli/demo.py``). The packer and the streamer are imported inside the commands that use them, so
+pack (``cli/pack.py``), index (``cli/index.py``), info and verify (``cli/inspect.py``), stream
+(``cli/stream.py``), demo (``cli/demo.py``). The packer and the streamer are imported inside the commands that use them, so
 ``shardstream --help`` or ``shardstream info`` never pays for torch.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import typer
 
-from . import demo, inspect, pack, stream
+from . import demo, index, inspect, pack, stream
 
 __all__ = ["app", "main"]
 
@@ -21,6 +21,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.command("pack")(pack.pack_command)
+app.command("index")(index.index_command)
 app.command("info")(inspect.info_command)
 app.command("verify")(inspect.verify_command)
 app.command("stream")(stream.stream_command)

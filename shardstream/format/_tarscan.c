@@ -6,6 +6,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <string.h>
 
 #define BLOCK 512
 
@@ -83,9 +84,122 @@ done:
     return result;
 }
 
+/* A header block's checksum: its byte sum with the checksum field counted as spaces. */
+static int checksum_ok(const unsigned char *h) {
+    long long sum = 8 * ' ';
+    for (int i = 0; i < 148; i++) sum += h[i];
+    for (int i = 156; i < BLOCK; i++) sum += h[i];
+    return octal_field(h + 148, 8) == sum;
+}
+
+/* Walk pax records "%d %s=%s\n"; keep path and size. 0 on success, -1 on anything unexpected. */
+static int pax_path_size(const unsigned char *p, Py_ssize_t n, const unsigned char **path, Py_ssize_t *path_len,
+                         long long *size) {
+    Py_ssize_t at = 0;
+    while (at < n && p[at] != 0) {
+        Py_ssize_t length = 0, i = at;
+        while (i < n && p[i] >= '0' && p[i] <= '9' && length < (1LL << 40)) length = length * 10 + (p[i++] - '0');
+        if (i == at || i >= n || p[i] != ' ' || length <= i - at + 1 || at + length > n) return -1;
+        Py_ssize_t end = at + length; /* one past the record's newline */
+        if (p[end - 1] != '\n') return -1;
+        const unsigned char *key = p + i + 1;
+        const unsigned char *eq = memchr(key, '=', (p + end - 1) - key);
+        if (eq == NULL) return -1;
+        Py_ssize_t key_len = eq - key;
+        const unsigned char *value = eq + 1;
+        Py_ssize_t value_len = (p + end - 1) - value;
+        if (key_len == 4 && memcmp(key, "path", 4) == 0) {
+            *path = value;
+            *path_len = value_len;
+        } else if (key_len == 4 && memcmp(key, "size", 4) == 0) {
+            long long v = 0;
+            if (value_len == 0 || value_len > 18) return -1;
+            for (Py_ssize_t j = 0; j < value_len; j++) {
+                if (value[j] < '0' || value[j] > '9') return -1;
+                v = v * 10 + (value[j] - '0');
+            }
+            *size = v;
+        }
+        at = end;
+    }
+    return 0;
+}
+
+/* member_at(buffer, pos) -> (size, key, ext, data_at) | None
+ *
+ * A regular member starting at buffer[pos:], its headers wholly in the buffer: a plain header, or a
+ * local pax header ('x', as Python's tarfile writes for webdataset's float mtimes) then a plain one.
+ * From pax only path and size matter; other records are stepped over. data_at is where its data starts.
+ * None for anything else (long names, ustar prefixes without a pax path, damage): Python reads those.
+ */
+static PyObject *member_at(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "member_at(buffer, pos) takes 2 arguments");
+        return NULL;
+    }
+    Py_ssize_t pos = PyLong_AsSsize_t(args[1]);
+    if (pos == -1 && PyErr_Occurred()) return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) return NULL;
+    PyObject *result = NULL;
+    if (pos < 0 || pos > view.len - BLOCK) {
+        PyErr_Format(PyExc_IndexError, "no 512-byte header at %zd in a buffer of %zd", pos, view.len);
+        goto done;
+    }
+    const unsigned char *base = (const unsigned char *)view.buf;
+    const unsigned char *h = base + pos;
+    const unsigned char *path = NULL;
+    Py_ssize_t path_len = 0;
+    long long size = -1;
+    if (h[156] == 'x') {
+        if (!checksum_ok(h)) goto none;
+        long long pax_size = octal_field(h + 124, 12);
+        if (pax_size < 0 || pos + BLOCK + pax_size > view.len) goto none;
+        if (pax_path_size(h + BLOCK, (Py_ssize_t)pax_size, &path, &path_len, &size) < 0) goto none;
+        Py_ssize_t next = pos + BLOCK + (Py_ssize_t)(pax_size + ((BLOCK - pax_size % BLOCK) % BLOCK));
+        if (next > view.len - BLOCK) goto none;
+        h = base + next;
+        if (path != NULL && path_len == 0) path = NULL; /* an empty pax path: the header's name counts */
+    }
+    unsigned char type = h[156];
+    if (type != '0' && type != 0 && type != '7') goto none;
+    if (!checksum_ok(h)) goto none;
+    if (path == NULL) {
+        if (h[345] != 0) goto none; /* a ustar prefix */
+        path = h;
+        while (path_len < 100 && h[path_len] != 0) path_len++;
+    }
+    if (size < 0) size = octal_field(h + 124, 12);
+    if (size < 0) goto none;
+    Py_ssize_t slash = -1, dot = -1;
+    for (Py_ssize_t i = 0; i < path_len; i++)
+        if (path[i] == '/') slash = i;
+    for (Py_ssize_t i = slash + 1; i < path_len; i++)
+        if (path[i] == '.') {
+            dot = i;
+            break;
+        }
+    PyObject *key = decode(path, dot >= 0 ? dot : path_len);
+    PyObject *ext = key == NULL ? NULL : (dot >= 0 ? decode(path + dot + 1, path_len - dot - 1)
+                                                   : PyUnicode_FromStringAndSize("", 0));
+    if (ext == NULL) {
+        Py_XDECREF(key);
+        goto done;
+    }
+    result = Py_BuildValue("(LNNn)", size, key, ext, (Py_ssize_t)(h - base) + BLOCK);
+    goto done;
+none:
+    result = Py_NewRef(Py_None);
+done:
+    PyBuffer_Release(&view);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"header_at", (PyCFunction)(void (*)(void))header_at, METH_FASTCALL,
      "header_at(buffer, pos) -> (size, key, ext) | None: a regular member's tar header, or None."},
+    {"member_at", (PyCFunction)(void (*)(void))member_at, METH_FASTCALL,
+     "member_at(buffer, pos) -> (size, key, ext, data_at) | None: a member's headers (plain or pax + plain)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -1,0 +1,74 @@
+"""The index journal: one JSON line per scanned shard, appended after its sidecars are published.
+
+Each part (``--part i/N``) appends to its own file in the work folder, so parts on several machines can
+share one folder; a later run reads them all and scans only what no line covers. A torn last line (a kill
+mid-write) is dropped: that shard is scanned again. A shard whose size or mtime changed since its line
+was written is scanned again too.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from ..errors import FormatError
+
+OPTIONS_NAME = "options.json"
+
+
+def journal_path(work: Path, part: tuple[int, int] | None) -> Path:
+    return work / (f"journal-{part[0]:05d}-of-{part[1]:05d}.jsonl" if part else "journal.jsonl")
+
+
+class IndexJournal:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._handle: Any = None
+
+    def append(self, record: dict[str, Any]) -> None:
+        if self._handle is None:
+            self._handle = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+        self._handle.write(json.dumps(record, separators=(",", ":")) + "\n")
+        self._handle.flush()  # in the OS's hands: a kill -9 of this process loses nothing written
+
+    def close(self) -> None:
+        if self._handle is not None:
+            os.fsync(self._handle.fileno())
+            self._handle.close()
+            self._handle = None
+
+
+def check_options(work: Path, options: dict[str, Any]) -> None:
+    """The first run writes its options; a later one (a resume, another part) must match them."""
+    path = work / OPTIONS_NAME
+    if path.exists():
+        try:
+            before = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as exc:
+            raise FormatError(f"{path}: unreadable ({exc}); delete {work} to start over") from exc
+        if before != options:
+            changed = sorted(k for k in set(before) | set(options) if before.get(k) != options.get(k))
+            raise FormatError(
+                f"{work} holds an unfinished index with other options ({', '.join(changed)}); "
+                f"use the same options to continue it, or delete {work} (or pass --restart) to start over"
+            )
+        return
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(options, sort_keys=True), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def load_records(work: Path) -> dict[int, dict[str, Any]]:
+    """Every journaled shard of every part, by shard number (a later line for a shard wins)."""
+    records: dict[int, dict[str, Any]] = {}
+    for path in sorted(work.glob("journal*.jsonl")):
+        data = path.read_bytes()
+        for line in data.split(b"\n")[:-1]:  # the last piece lacks its LF when a kill tore it
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # torn mid-line by a crash of the machine: that shard is scanned again
+            records[int(record["shard"])] = record
+    return records

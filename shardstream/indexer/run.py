@@ -1,0 +1,275 @@
+"""``shardstream index``: scan existing tars (in parallel, journaled, in parts), then write the index.
+
+Scan -> journal -> commit. Each shard's scan publishes its offsets sidecar and sorted key run, then a
+journal line; a killed run, rerun, scans only what no line covers. ``part=(i, n)`` scans one contiguous
+n-th of the shards and stops there; a run without ``part`` over the same folder takes every part's lines,
+scans what is left and commits: the key runs merged into the key file, the rejects, the index written
+last. Damaged, missing, empty and compressed shards are left out and reported, never fatal.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import re
+import shutil
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..format.atomic import write_atomic
+from ..format.constants import INDEX_NAME, INDEX_WORK_NAME, KEYS_NAME, REJECTS_NAME, SIDECARS_DIR
+from ..format.index import DatasetIndex, ShardEntry
+from ..format.keyfile import KeyFileWriter
+from ..processes import exit_with_parent
+from .journal import IndexJournal, check_options, journal_path, load_records
+from .keymerge import merge_runs
+from .sources import ShardSource, is_remote, resolve_source
+from .worker import RemoteOpener, ScanSettings, run_path, scan_batch
+
+Progress = Callable[[dict[str, Any]], None]
+
+
+@dataclass
+class IndexOptions:
+    out: Path | None = None
+    workers: int = 1
+    checksum: bool = False
+    partial: bool = False
+    part: tuple[int, int] | None = None  # (i, n), 1-based
+    restart: bool = False
+    open_remote: RemoteOpener | None = None
+    progress: Progress | None = None  # called with each journal record as it lands
+
+
+@dataclass
+class IndexSummary:
+    index: str | None
+    out: str
+    shards: int = 0
+    samples: int = 0
+    bytes: int = 0
+    pattern: str | None = None
+    scanned: int = 0  # shards scanned by this run (the rest came from the journal)
+    skipped: dict[str, int] = field(default_factory=dict)
+    problems: list[dict[str, Any]] = field(default_factory=list)
+    duplicate_keys: int = 0
+    unkeyed: int = 0
+    part: str | None = None
+    remaining: int = 0  # shards no part has scanned yet (with part=...)
+    seconds: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def index_source(text: str, options: IndexOptions) -> IndexSummary:
+    started = time.perf_counter()
+    if options.workers < 1:
+        raise ValueError(f"workers must be >= 1, not {options.workers}")
+    source = resolve_source(text)
+    out = options.out if options.out is not None else source.home
+    if out is None:
+        raise ValueError(f"source {text!r} is remote: give --out DIR for the index and its sidecars")
+    out = Path(out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    beside = source.home is not None and out == source.home
+    names = [_name(url, out) for url in source.urls]
+    work = out / INDEX_WORK_NAME
+    if options.restart and work.exists():
+        shutil.rmtree(work)
+    (work / "keys").mkdir(parents=True, exist_ok=True)
+    sidecars = None if beside else str(out / SIDECARS_DIR)
+    if sidecars is not None:
+        os.makedirs(sidecars, exist_ok=True)
+    check_options(work, {"source": source.text, "shards": len(source.urls), "checksum": options.checksum,
+                         "partial": options.partial, "sidecars": sidecars is not None})  # fmt: skip
+    settings = ScanSettings(options.checksum, options.partial, str(work / "keys"), sidecars,
+                            options.open_remote)  # fmt: skip
+    records = _still_valid(load_records(work))
+    first, stop = _part_range(options.part, len(source.urls))
+    todo = [(i, source.urls[i], names[i]) for i in range(first, stop) if i not in records]
+    journal = IndexJournal(journal_path(work, options.part))
+    try:
+        for record in _scan_all(todo, settings, options.workers):
+            records[record["shard"]] = record
+            journal.append(record)
+            if options.progress is not None:
+                options.progress(record)
+    finally:
+        journal.close()
+    summary = IndexSummary(index=None, out=str(out), scanned=len(todo))
+    if options.part is not None:
+        summary.part = f"{options.part[0]}/{options.part[1]}"
+        summary.remaining = sum(1 for i in range(len(source.urls)) if i not in records)
+        _count(summary, records, first, stop, options.partial)
+    else:
+        _commit(source, names, records, out, work, sidecars, options, summary)
+    summary.seconds = round(time.perf_counter() - started, 3)
+    return summary
+
+
+def _name(url: str, out: Path) -> str:
+    """How the index names a shard: relative to the index's folder when inside it, else in full."""
+    if is_remote(url):
+        return url
+    try:
+        relative = Path(url).relative_to(out)
+    except ValueError:
+        return url
+    return relative.as_posix()
+
+
+def _part_range(part: tuple[int, int] | None, total: int) -> tuple[int, int]:
+    if part is None:
+        return 0, total
+    i, n = part
+    if not (1 <= i <= n):
+        raise ValueError(f"part must be i/N with 1 <= i <= N, not {i}/{n}")
+    return (i - 1) * total // n, i * total // n
+
+
+def _still_valid(records: dict[int, dict[str, Any]]) -> dict[int, dict[str, Any]]:
+    """Journal lines whose local shard still has the size and mtime it had when scanned."""
+    valid = {}
+    for shard, record in records.items():
+        stat = record.get("stat")
+        if stat is not None:
+            try:
+                info = os.stat(record["url"])
+            except OSError:
+                continue
+            if [info.st_size, info.st_mtime_ns] != stat:
+                continue
+        valid[shard] = record
+    return valid
+
+
+def _scan_all(
+    todo: list[tuple[int, str, str]], settings: ScanSettings, workers: int
+) -> Iterator[dict[str, Any]]:
+    if workers == 1 or len(todo) <= 1:
+        for task in todo:
+            yield from scan_batch([task], settings)
+        return
+    batch = max(1, min(16, len(todo) // (workers * 8)))
+    batches = [todo[i : i + batch] for i in range(0, len(todo), batch)]
+    context = multiprocessing.get_context("forkserver")  # the parent may hold threads (tqdm, HTTP pools)
+    with ProcessPoolExecutor(max_workers=min(workers, len(batches)), mp_context=context,
+                             initializer=exit_with_parent, initargs=(os.getpid(),)) as pool:  # fmt: skip
+        pending: deque[Future[list[dict[str, Any]]]] = deque()
+        queued = iter(batches)
+        try:
+            for tasks in queued:
+                pending.append(pool.submit(scan_batch, tasks, settings))
+                if len(pending) >= workers * 4:
+                    yield from pending.popleft().result()
+            while pending:
+                yield from pending.popleft().result()
+        finally:
+            for future in pending:
+                future.cancel()
+
+
+def _kind(record: dict[str, Any], partial: bool) -> str | None:
+    """Why a shard is left out (or cut short), or None when it is indexed whole."""
+    if record["missing"]:
+        return "missing-shard"
+    if record["damage"] is not None:
+        return "partial-shard" if partial and record["samples"] else "damaged-shard"
+    return "empty-shard" if not record["samples"] else None
+
+
+def _kept(record: dict[str, Any], partial: bool) -> bool:
+    return record["samples"] > 0 and (record["damage"] is None or partial)
+
+
+def _count(
+    summary: IndexSummary, records: dict[int, dict[str, Any]], first: int, stop: int, partial: bool
+) -> None:
+    for i in range(first, stop):
+        record = records.get(i)
+        if record is None:
+            continue
+        kind = _kind(record, partial)
+        if kind is not None:
+            summary.skipped[kind] = summary.skipped.get(kind, 0) + 1
+            summary.problems.append({"shard": record["url"], "kind": kind, "offset": record["offset"],
+                                     "reason": record["damage"] or "no samples"})  # fmt: skip
+        if _kept(record, partial):
+            summary.shards += 1
+            summary.samples += record["samples"]
+            summary.bytes += record["bytes"]
+            summary.unkeyed += record["unkeyed"]
+
+
+def _commit(
+    source: ShardSource, names: list[str], records: dict[int, dict[str, Any]], out: Path, work: Path,
+    sidecars: str | None, options: IndexOptions, summary: IndexSummary,
+) -> None:  # fmt: skip
+    _count(summary, records, 0, len(source.urls), options.partial)
+    for url, reason in source.skipped:
+        summary.skipped["compressed-shard"] = summary.skipped.get("compressed-shard", 0) + 1
+        summary.problems.append({"shard": url, "kind": "compressed-shard", "offset": None, "reason": reason})
+    kept = [i for i in range(len(source.urls)) if _kept(records[i], options.partial)]
+    if not kept:
+        raise ValueError(f"source {source.text!r}: no shard holds a readable sample; see the problems above")
+    entries, fields, field_bytes = [], {}, {}
+    for i in kept:
+        record = records[i]
+        entries.append(ShardEntry(names[i], record["samples"], record["bytes"], record["sha256"]))
+        for ext, (count, size) in record["fields"].items():
+            fields[ext] = fields.get(ext, 0) + count
+            field_bytes[ext] = field_bytes.get(ext, 0) + size
+    remap = None
+    if kept != list(range(len(kept))):
+        remap = [0] * len(source.urls)
+        for j, i in enumerate(kept):
+            remap[i] = j
+    with KeyFileWriter(out / KEYS_NAME) as writer:
+        merge_runs([run_path(str(work / "keys"), i) for i in kept], writer, work, remap)
+    summary.duplicate_keys = writer.repeated
+    _write_rejects(out / REJECTS_NAME, summary.problems)
+    pattern = _infer_pattern([names[i] for i in kept])
+    index = DatasetIndex(
+        pattern=pattern, shards=entries, fields=fields, field_bytes=field_bytes,
+        options={"indexed_from": source.text, "checksum": options.checksum, "partial": options.partial},
+        rejected=dict(summary.skipped), sidecars=None if sidecars is None else SIDECARS_DIR, keys=KEYS_NAME,
+    )  # fmt: skip
+    index.save(out / INDEX_NAME)
+    shutil.rmtree(work, ignore_errors=True)
+    summary.index, summary.pattern = str(out / INDEX_NAME), pattern
+
+
+def _write_rejects(path: Path, problems: list[dict[str, Any]]) -> None:
+    if not problems:
+        path.unlink(missing_ok=True)
+        return
+    keys = (("source", "shard"), ("reason", "reason"), ("kind", "kind"), ("offset", "offset"))
+    lines = [json.dumps({name: problem[key] for name, key in keys}) for problem in problems]
+    write_atomic(path, ("\n".join(lines) + "\n").encode("utf-8"))
+
+
+_NUMBERED = re.compile(r"^(.*?)(\d+)(\D*)$")
+
+
+def _infer_pattern(names: list[str]) -> str | None:
+    """A brace pattern giving exactly ``names`` in order (consecutive numbers, one width), else None."""
+    if any("{" in name for name in (names[0], names[-1])):
+        return None  # a literal brace would read back as a pattern
+    if len(names) == 1:
+        return names[0]
+    first = _NUMBERED.match(names[0])
+    if first is None:
+        return None
+    prefix, digits, suffix = first.groups()
+    width, start = len(digits), int(digits)
+    for offset, name in enumerate(names):
+        if name != f"{prefix}{start + offset:0{width}d}{suffix}":
+            return None
+    return f"{prefix}{{{start:0{width}d}..{start + len(names) - 1:0{width}d}}}{suffix}"
