@@ -29,6 +29,7 @@ _EXPORTS = {
     "ShardCache": "cache",
     "ShardDataset": "dataset",
     "ShardList": "shards",
+    "ShardMap": "shardmap",
     "ShardOpener": "shardopener",
     "ShuffleBuffer": "shuffle",
     "StandIns": "standins",

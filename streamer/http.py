@@ -25,11 +25,15 @@ _FATAL = {400: "bad request", 401: "unauthorized", 403: "forbidden", 404: "not f
 
 
 class HttpStream(io.RawIOBase):
-    """A shard's bytes from ``offset`` on; reconnects mid-body without losing or repeating a byte."""
+    """A shard's bytes from ``offset`` on (to ``end``, exclusive, when given: one sample's Range request);
+    reconnects mid-body without losing or repeating a byte."""
 
-    def __init__(self, url: str, offset: int = 0, options: HttpOptions | None = None) -> None:
+    def __init__(
+        self, url: str, offset: int = 0, options: HttpOptions | None = None, *, end: int | None = None
+    ) -> None:
         super().__init__()
         self.url = url
+        self.end = end
         self.shown = redact(url)
         self._target, self._url_auth = url_credentials(url)
         self.position = offset
@@ -61,7 +65,9 @@ class HttpStream(io.RawIOBase):
             headers = self.options.request_headers()
             if self._url_auth and not any(name.lower() == "authorization" for name in headers):
                 headers.update(self._url_auth)  # an Authorization header given explicitly wins
-            if self.position:
+            if self.end is not None:
+                headers["Range"] = f"bytes={self.position}-{self.end - 1}"
+            elif self.position:
                 headers["Range"] = f"bytes={self.position}-"
                 validator = if_range(self._validators)
                 if validator is not None:
@@ -183,13 +189,20 @@ class HttpStream(io.RawIOBase):
             if self._body_ended():
                 return 0
 
-    def _has_every_byte(self) -> bool:
+    def _last(self) -> int | None:
+        """Where this stream's bytes end: the object's length, or ``end`` when that comes first."""
         total = self._validators[2] if self._validators else None
-        return total is not None and self.position >= total
+        if self.end is not None:
+            return self.end if total is None else min(total, self.end)
+        return total
+
+    def _has_every_byte(self) -> bool:
+        last = self._last()
+        return last is not None and self.position >= last
 
     def _body_ended(self) -> bool:
-        """After an empty read: True at the object's end, else reconnect so the caller reads on."""
-        total = self._validators[2] if self._validators else None
+        """After an empty read: True at the stream's end, else reconnect so the caller reads on."""
+        total = self._last()
         if total is None or self.position >= total:
             return True
         self._reconnect(f"body ended at byte {self.position} of {total}", None)

@@ -209,8 +209,42 @@ def read_small(url: str, options: OpenOptions | None = None) -> bytes | None:
         return None
 
 
+def read_range(url: str, start: int, end: int, options: OpenOptions | None = None) -> bytes:
+    """Bytes [start, end) of an object: one pread locally, one bounded Range request over HTTP."""
+    options = options or OpenOptions()
+    scheme = scheme_of(url)
+    if scheme == "file":
+        try:
+            with open(_local_path(url), "rb", buffering=0) as handle:
+                data = os.pread(handle.fileno(), end - start, start)
+        except FileNotFoundError as exc:
+            raise ShardNotFoundError("not found", url=url) from exc
+        except OSError as exc:
+            raise ShardReadError(f"cannot read: {exc.strerror or exc}", url=url, offset=start) from exc
+    elif scheme in ("http", "https") and options.cache_dir is None:
+        with HttpStream(url, start, options.http, end=end) as stream:
+            data = _read_exactly(stream, end - start)
+    else:
+        with open_stream(url, start, options) as stream:
+            data = _read_exactly(stream, end - start)
+    if len(data) != end - start:
+        raise ShardReadError(f"ends after {len(data)} of the {end - start} bytes asked for", url=redact(url),
+                             offset=start)  # fmt: skip
+    return data
+
+
+def _read_exactly(stream: BinaryIO, count: int) -> bytes:
+    parts = []
+    while count > 0 and (chunk := stream.read(min(count, _BUFFER))):
+        parts.append(chunk)
+        count -= len(chunk)
+    return b"".join(parts)
+
+
 def join_url(base: str, name: str) -> str:
-    """``name`` relative to the folder of ``base`` (a path or URL)."""
+    """``name`` relative to the folder of ``base`` (a path or URL); a URL or absolute path stays itself."""
+    if "://" in name or name.startswith("/"):
+        return name
     if "://" in base:
         return base.rsplit("/", 1)[0] + "/" + name
     return os.path.join(os.path.dirname(base), name)

@@ -12,6 +12,7 @@ import numpy as np
 
 from shardstream.errors import FormatError, redact_url
 from shardstream.format import INDEX_NAME, BracePattern, DatasetIndex, offsets_name
+from shardstream.format.sidecars import offsets_sidecar
 
 from .openers import OpenOptions, join_url, read_small
 
@@ -47,6 +48,19 @@ class _Joined(Sequence[str]):
         return join_url(self.base, self.names[i])
 
 
+class _Sidecars(Sequence[str]):
+    """Offsets sidecars kept in one folder under names derived from the shards' (``index --out``)."""
+
+    def __init__(self, folder: str, names: Sequence[str]) -> None:
+        self.folder, self.names = folder, names
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def __getitem__(self, i: int) -> str:  # type: ignore[override]
+        return f"{self.folder}/{offsets_sidecar(self.names[i])}"
+
+
 class ShardList:
     """Shard URLs plus, when an index is known, their sample counts."""
 
@@ -56,6 +70,8 @@ class ShardList:
         counts: np.ndarray | None = None,
         source: str = "",
         digests: np.ndarray | None = None,
+        offsets_urls: Sequence[str] | None = None,
+        keys_url: str | None = None,
     ) -> None:
         if len(urls) == 0:
             raise ValueError(f"source: no shards in {source!r}")
@@ -65,6 +81,8 @@ class ShardList:
         self.counts = counts
         self.source = source
         self.digests = digests  # sha256 per shard, an (n, 32) uint8 array, when the index gives them
+        self.offsets_urls = offsets_urls  # where sidecars are kept apart from their shards (index --out)
+        self.keys_url = keys_url  # the index's sorted key file, for lookup by key
 
     def sha256(self, shard: int) -> str | None:
         return self.digests[shard].tobytes().hex() if self.digests is not None else None
@@ -77,6 +95,8 @@ class ShardList:
         return int(self.counts.sum()) if self.counts is not None else None
 
     def offsets_url(self, shard: int) -> str:
+        if self.offsets_urls is not None:
+            return self.offsets_urls[shard]
         return offsets_name(self.urls[shard])
 
     @classmethod
@@ -103,13 +123,23 @@ class ShardList:
         if data is None:
             raise FormatError(f"{url}: index not found")
         index = DatasetIndex.from_json(data.decode("utf-8"), source=url)
-        names = BracePattern(index.pattern)
-        # Names come from the pattern (O(1)); the index's own list is only checked against it.
-        if len(names) != len(index.shards) or any(
-            names[i] != index.shards[i].name for i in (0, len(names) - 1)
-        ):
-            raise FormatError(f"{url}: shard names do not follow the pattern {index.pattern!r}")
+        names: Sequence[str]
+        if index.pattern is None:  # names with gaps or no common pattern: the rows name every shard
+            names = [entry.name for entry in index.shards]
+        else:
+            names = BracePattern(index.pattern)
+            # Names come from the pattern (O(1)); the index's own list is only checked against it.
+            if len(names) != len(index.shards) or any(
+                names[i] != index.shards[i].name for i in (0, len(names) - 1)
+            ):
+                raise FormatError(f"{url}: shard names do not follow the pattern {index.pattern!r}")
         counts = np.fromiter((e.samples for e in index.shards), dtype=np.int64, count=len(index.shards))
-        raw = b"".join(bytes.fromhex(e.sha256) for e in index.shards)
-        digests = np.frombuffer(raw, dtype=np.uint8).reshape(len(index.shards), 32)
-        return cls(_Joined(url, names), counts, redact_url(url), digests)
+        digests = None
+        if index.checksums:
+            raw = b"".join(bytes.fromhex(e.sha256) for e in index.shards)
+            digests = np.frombuffer(raw, dtype=np.uint8).reshape(len(index.shards), 32)
+        offsets_urls = None
+        if index.sidecars is not None:
+            offsets_urls = _Joined(url, _Sidecars(index.sidecars, names))
+        keys_url = join_url(url, index.keys) if index.keys is not None else None
+        return cls(_Joined(url, names), counts, redact_url(url), digests, offsets_urls, keys_url)

@@ -1,0 +1,154 @@
+"""Random access over an index: ``len``, ``[i]`` and ``.get(key)``, each one seek or one Range request.
+
+Sample i's bytes are [offsets[i], offsets[i+1]) of its shard, so a read is one pread locally or one
+bounded HTTP Range request; each shard's offsets sidecar is fetched once and kept (the last
+``offsets_cache`` shards). A key goes through the index's sorted key file: one block read, then the
+sample. Nothing holds every key or every offset in memory. Compressed shards or shards without a sidecar
+fall back to reading from the shard's start.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from torch.utils.data import Dataset
+
+from shardstream.errors import FormatError, ShardReadError
+from shardstream.format import decode_offsets, iter_samples
+from shardstream.format.keyfile import IDX_SUFFIX, KeyFile
+
+from .dataset import make_decoder
+from .httpoptions import HttpOptions
+from .openers import OpenOptions, read_range, read_small, seekable
+from .shardopener import ShardOpener
+from .shards import ShardList
+
+
+class ShardMap(Dataset):  # type: ignore[type-arg]
+    """Map-style dataset over a shardstream index (``shardstream pack`` or ``shardstream index``).
+
+    ``source`` is the index's path, folder or URL. Decoding options are ``ShardDataset``'s. ``[i]`` is the
+    i-th sample in index order (negative i counts from the end); ``.get(key)`` the first sample whose
+    ``__key__`` is ``key``. Out of range is an ``IndexError``, an unknown key a ``KeyError``.
+    """
+
+    def __init__(
+        self,
+        source: str | os.PathLike[str],
+        *,
+        fields: Sequence[str] | None = None,
+        decode: bool | Callable[[dict[str, Any]], Any] = True,
+        image: str = "pil",
+        image_size: int | tuple[int, int] | None = None,
+        audio_rate: int | None = None,
+        audio_mono: bool = False,
+        video_frames: int | None = None,
+        decoders: Mapping[str, Callable[[bytes], Any]] | None = None,
+        http: HttpOptions | None = None,
+        cache_dir: str | os.PathLike[str] | None = None,
+        cache_size: int | str | None = None,
+        offsets_cache: int = 64,
+    ) -> None:
+        if offsets_cache < 1:
+            raise ValueError(f"offsets_cache must be >= 1, not {offsets_cache}")
+        self.options = OpenOptions.of(http, cache_dir, cache_size)
+        self.shards = ShardList.from_source(source, self.options)
+        if self.shards.counts is None:
+            raise ValueError(
+                f"source: {os.fspath(source)!r} is not an index; random access needs per-shard counts "
+                "(make one with: shardstream index SOURCE)"
+            )
+        self.ends = np.cumsum(self.shards.counts)
+        self.fields = frozenset(fields) if fields else None
+        self.decoder = make_decoder(decode, image=image, image_size=image_size, audio_rate=audio_rate,
+                                    audio_mono=audio_mono, video_frames=video_frames, decoders=decoders,
+                                    fields=tuple(fields) if fields else None)  # fmt: skip
+        self.offsets_cache = offsets_cache
+        self._offsets: OrderedDict[int, Any] = OrderedDict()
+        self._keys: KeyFile | None = None
+
+    def __len__(self) -> int:
+        return int(self.ends[-1]) if len(self.ends) else 0
+
+    def locate(self, i: int) -> tuple[int, int]:
+        """(shard, sample within the shard) of the i-th sample."""
+        total = len(self)
+        if not isinstance(i, (int, np.integer)) or isinstance(i, bool):
+            raise TypeError(f"ShardMap indices are integers, not {type(i).__name__}")
+        position = int(i) + total if i < 0 else int(i)
+        if not 0 <= position < total:
+            raise IndexError(f"sample {i} is out of range for {total} samples")
+        shard = int(np.searchsorted(self.ends, position, side="right"))
+        before = int(self.ends[shard - 1]) if shard else 0
+        return shard, position - before
+
+    def __getitem__(self, i: int) -> Any:
+        return self.read(*self.locate(i))
+
+    def get(self, key: str) -> Any:
+        """The first sample whose key is ``key``; KeyError when none is."""
+        place = self._key_file().lookup(key)
+        if place is None:
+            raise KeyError(key)
+        shard, sample = place
+        if shard >= len(self.shards) or sample >= int(self.shards.counts[shard]):  # type: ignore[index]
+            raise FormatError(f"{self.shards.keys_url}: key {key!r} points past shard {shard}'s samples")
+        return self.read(shard, sample)
+
+    def read(self, shard: int, sample: int) -> Any:
+        """Sample ``sample`` of shard ``shard``, decoded as configured."""
+        raw = self._read_raw(shard, sample)
+        if self.fields is not None:
+            raw = {k: v for k, v in raw.items() if k.startswith("__") or k in self.fields}
+        return self.decoder(raw) if self.decoder is not None else raw
+
+    # -- reading ---------------------------------------------------------------------------------------
+    def _read_raw(self, shard: int, sample: int) -> dict[str, Any]:
+        url = self.shards.urls[shard]
+        offsets = self._shard_offsets(shard)
+        if offsets is None:  # no sidecar or a compressed shard: read from the start
+            return ShardOpener(self.shards, self.options).read_one(shard, sample)
+        start, end = int(offsets[sample]), int(offsets[sample + 1])
+        data = read_range(url, start, end, self.options)
+        for found in iter_samples(io.BytesIO(data), url=url, start=start, ends=(end,)):
+            return found
+        raise ShardReadError(f"no sample at the offsets sidecar's entry {sample}", url=url, offset=start)
+
+    def _shard_offsets(self, shard: int) -> Any:
+        if shard in self._offsets:
+            self._offsets.move_to_end(shard)
+            return self._offsets[shard]
+        offsets = None
+        if seekable(self.shards.urls[shard]):
+            url = self.shards.offsets_url(shard)
+            data = read_small(url, self.options)
+            if data is not None:
+                offsets = decode_offsets(data, source=url, samples=int(self.shards.counts[shard]))  # type: ignore[index]
+        self._offsets[shard] = offsets
+        if len(self._offsets) > self.offsets_cache:
+            self._offsets.popitem(last=False)
+        return offsets
+
+    def _key_file(self) -> KeyFile:
+        if self._keys is None:
+            url = self.shards.keys_url
+            idx = read_small(url + IDX_SUFFIX, self.options) if url is not None else None
+            if url is None or idx is None:
+                raise FormatError(
+                    f"{self.shards.source}: the index has no key file; lookup by key needs one "
+                    "(index the shards with: shardstream index SOURCE)"
+                )
+            options = self.options
+            self._keys = KeyFile(idx, lambda start, end: read_range(url, start, end, options), source=url)
+        return self._keys
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_offsets"] = OrderedDict()  # each DataLoader worker fetches its own
+        state["_keys"] = None
+        return state
