@@ -136,15 +136,16 @@ def scan_shard(stream: BinaryIO, *, url: str, checksum: bool = False, size: int 
     first_header: int | None = None  # of the member being read: pax and long-name headers come first
     pax: dict[str, str] = {}
     long_name: str | None = None
-    offset = 0
+    offset = member_header = 0
     fast = _member_at
     try:
         while True:
             pos = blocks.at(offset, BLOCK)
             if pos < 0:
                 if pos == -2:
-                    raise ShardReadError("truncated tar: the stream ends inside a member's data", url=url,
-                                         offset=sample_end)  # fmt: skip
+                    raise ShardReadError(f"truncated tar: the stream ends before byte {offset}, inside the "
+                                         "data of the member whose header is here", url=url,
+                                         offset=member_header)  # fmt: skip
                 if blocks.end:
                     raise ShardReadError("truncated tar header", url=url, offset=offset)
                 break  # a tar without the end-of-archive blocks, as some writers leave
@@ -210,6 +211,7 @@ def scan_shard(stream: BinaryIO, *, url: str, checksum: bool = False, size: int 
             else:
                 counts[0] += 1
                 counts[1] += member_size
+            member_header = starts_at
             sample_end = offset = end
         if key is not None:
             offsets.append(sample_end)
