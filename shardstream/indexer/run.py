@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..errors import ShardstreamError
 from ..format.atomic import write_atomic
 from ..format.constants import INDEX_NAME, INDEX_WORK_NAME, KEYS_NAME, REJECTS_NAME, SIDECARS_DIR
 from ..format.index import DatasetIndex, ShardEntry
@@ -78,6 +79,7 @@ def index_source(text: str, options: IndexOptions) -> IndexSummary:
         raise ValueError(f"source {text!r} is remote: give --out DIR for the index and its sidecars")
     out = Path(out).resolve()
     out.mkdir(parents=True, exist_ok=True)
+    _refuse_foreign_index(out / INDEX_NAME)
     beside = source.home is not None and out == source.home
     names = [_name(url, out) for url in source.urls]
     work = out / INDEX_WORK_NAME
@@ -112,6 +114,21 @@ def index_source(text: str, options: IndexOptions) -> IndexSummary:
         _commit(source, names, records, out, work, sidecars, options, summary)
     summary.seconds = round(time.perf_counter() - started, 3)
     return summary
+
+
+def _refuse_foreign_index(path: Path) -> None:
+    """An index ``shardstream pack`` wrote (with its rejects) is never replaced by a scan's."""
+    if not path.exists():
+        return
+    try:
+        options = DatasetIndex.load(path).options
+    except (OSError, ShardstreamError):
+        options = {}
+    if "indexed_from" not in options:
+        raise ValueError(
+            f"{path} was not written by shardstream index (a packed dataset already has its index); "
+            "to index these shards anyway, write elsewhere with --out DIR"
+        )
 
 
 def _name(url: str, out: Path) -> str:

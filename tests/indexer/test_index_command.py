@@ -211,3 +211,21 @@ def test_sidecar_names_from_odd_shard_names_stay_inside_out(tmp_path):
     sidecars = sorted(p.name for p in (out / "sidecars").iterdir())
     assert len(sidecars) == 3 and all("/" not in n and not n.startswith(".") for n in sidecars)
     assert len(list(ShardDataset(out, decode=False))) == 9
+
+
+def test_a_packed_datasets_own_index_is_never_replaced(tmp_path):
+    from tests.conftest import write_dataset
+
+    root = write_dataset(tmp_path / "packed", [3, 4]).parent
+    before = (root / INDEX_NAME).read_bytes()
+    done = subprocess.run([SHARDSTREAM, "index", str(root)], capture_output=True, text=True)
+    assert done.returncode == 1 and "--out" in done.stderr
+    assert (root / INDEX_NAME).read_bytes() == before
+    summary = index(str(root), "--out", str(tmp_path / "elsewhere"))
+    assert summary["samples"] == 7
+    # The same offsets as the packer wrote: one definition of a sample's span.
+    for tar in sorted(root.glob("*.tar")):
+        from shardstream.format.sidecars import offsets_sidecar
+
+        derived = tmp_path / "elsewhere" / "sidecars" / offsets_sidecar(str(tar))
+        assert derived.read_bytes() == Path(f"{tar}.offsets").read_bytes()

@@ -77,7 +77,7 @@ def test_in_dataloader_workers(indexed):
 
 
 def test_a_packer_index_without_key_file_reads_by_position_and_says_how_to_get_keys(tmp_path):
-    root = write_dataset(tmp_path / "packed", [4, 6])
+    root = write_dataset(tmp_path / "packed", [4, 6]).parent
     samples = ShardMap(root, decode=False)
     in_order = list(ShardDataset(root, decode=False, shuffle=False))
     assert len(samples) == 10 and samples[7]["__key__"] == in_order[7]["__key__"]
