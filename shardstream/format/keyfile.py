@@ -67,22 +67,34 @@ class KeyFileWriter:
             self.abort()
 
     def add_all(self, lines: Iterable[bytes]) -> None:
+        """Append sorted lines; the hot loop of an index's commit, so its state lives in locals."""
+        last, offset, block_start, repeated = self._last_key, self._offset, self._block_start, self.repeated
+        target = BLOCK_TARGET
+        out: list[bytes] = []
+        count = 0
         for line in lines:
-            self.add(line)
+            key = line[: -_PLACE - 1]
+            if key == last:
+                repeated += 1
+            else:
+                if last is not None and key < last:
+                    raise FormatError(f"{self.path}: key lines out of order ({last!r} before {key!r})")
+                if offset - block_start >= target or block_start < 0:
+                    self._idx.write(b"%s\0%016x\n" % (key, offset))
+                    block_start = offset
+                last = key
+            out.append(line)
+            offset += len(line)
+            count += 1
+            if len(out) >= 1 << 16:
+                self._data.write(b"".join(out))
+                out.clear()
+        self._data.write(b"".join(out))
+        self._last_key, self._offset, self._block_start, self.repeated = last, offset, block_start, repeated
+        self.lines += count
 
     def add(self, line: bytes) -> None:
-        key = line[: len(line) - _PLACE - 1]
-        if key == self._last_key:
-            self.repeated += 1
-        elif self._last_key is not None and key < self._last_key:
-            raise FormatError(f"{self.path}: key lines out of order ({self._last_key!r} before {key!r})")
-        elif self._offset - self._block_start >= BLOCK_TARGET or self._block_start < 0:
-            self._idx.write(b"%s\0%016x\n" % (key, self._offset))
-            self._block_start = self._offset
-        self._last_key = key
-        self._data.write(line)
-        self._offset += len(line)
-        self.lines += 1
+        self.add_all((line,))
 
     def close(self) -> None:
         self._idx.write(b"\0%016x\n" % self._offset)
