@@ -92,13 +92,23 @@ class ShardMap(Dataset):  # type: ignore[type-arg]
 
     def get(self, key: str) -> Any:
         """The first sample whose key is ``key``; KeyError when none is."""
-        place = self._key_file().lookup(key)
+        place = self.place(key)
         if place is None:
             raise KeyError(key)
-        shard, sample = place
-        if shard >= len(self.shards) or sample >= int(self.shards.counts[shard]):  # type: ignore[index]
-            raise FormatError(f"{self.shards.keys_url}: key {key!r} points past shard {shard}'s samples")
-        return self.read(shard, sample)
+        return self.read(*place)
+
+    def place(self, key: str) -> tuple[int, int] | None:
+        """(shard, sample within the shard) of the first sample whose key is ``key``, or None."""
+        place = self._key_file().lookup(key)
+        if place is not None:
+            shard, sample = place
+            if shard >= len(self.shards) or sample >= int(self.shards.counts[shard]):  # type: ignore[index]
+                raise FormatError(f"{self.shards.keys_url}: key {key!r} points past shard {shard}'s samples")
+        return place
+
+    def position(self, shard: int, sample: int) -> int:
+        """The index-order position of sample ``sample`` of shard ``shard`` (what ``[i]`` takes)."""
+        return (int(self.ends[shard - 1]) if shard else 0) + sample
 
     def read(self, shard: int, sample: int) -> Any:
         """Sample ``sample`` of shard ``shard``, decoded as configured."""

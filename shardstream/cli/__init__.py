@@ -1,15 +1,15 @@
 """The ``shardstream`` command: one typer app, one module per command group, each loading only what it runs.
 
-pack (``cli/pack.py``), index (``cli/index.py``), info and verify (``cli/inspect.py``), stream
-(``cli/stream.py``), demo (``cli/demo.py``). The packer and the streamer are imported inside the commands that use them, so
-``shardstream --help`` or ``shardstream info`` never pays for torch.
+pack (``cli/pack.py``), index (``cli/index.py``), info, stats and verify (``cli/inspect.py``), ls and cat
+(``cli/look.py``), stream (``cli/stream.py``), demo (``cli/demo.py``). The packer and the streamer are
+imported inside the commands that use them, so ``shardstream --help``, ``info`` or ``ls`` never pay for torch.
 """
 
 from __future__ import annotations
 
 import typer
 
-from . import demo, index, inspect, pack, stream
+from . import demo, index, inspect, look, pack, stream
 
 __all__ = ["app", "main"]
 
@@ -23,6 +23,9 @@ app = typer.Typer(
 app.command("pack")(pack.pack_command)
 app.command("index")(index.index_command)
 app.command("info")(inspect.info_command)
+app.command("stats")(inspect.stats_command)
+app.command("ls")(look.ls_command)
+app.command("cat")(look.cat_command)
 app.command("verify")(inspect.verify_command)
 app.command("stream")(stream.stream_command)
 app.command("demo")(demo.demo_command)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+from pathlib import Path
 
 from typer.testing import CliRunner
 
@@ -18,6 +20,7 @@ from shardstream.format import (
     shard_pattern,
     verify_dataset,
 )
+from shardstream.format.verify import check_dataset, decode_check, shard_files
 from tests.conftest import write_dataset
 
 runner = CliRunner()
@@ -98,3 +101,77 @@ def test_a_consistent_shard_whose_samples_merge_on_reading_is_caught(tmp_path):
     assert f"{shard}: 2 samples, index says 3" in problems
     assert f"{shard}.offsets: offsets do not point at each sample's first header" in problems
     assert not any("sha256" in p for p in problems)
+
+
+def _index_tars(shards, out=None, checksum=False):
+    """An index made the way `shardstream index` makes it (sidecars apart and absolute names with ``out``)."""
+    from shardstream.indexer import IndexOptions, index_source
+
+    summary = index_source(str(shards), IndexOptions(out=out, checksum=checksum))
+    return Path(summary.index)
+
+
+def test_an_index_from_shardstream_index_checks_sidecars_kept_apart(tmp_path):
+    write_dataset(tmp_path / "d", [5, 4])
+    index_path = _index_tars(tmp_path / "d", out=tmp_path / "idx")
+    check = check_dataset(index_path)
+    assert check.problems == [] and len(check.shards) == 2 and check.samples == 9
+    assert check.notes == ["sha256 not recorded (an index made without --checksum): contents not hashed"]
+    index = DatasetIndex.load(index_path)
+    assert index.sidecars is not None and Path(index.shards[0].name).is_absolute()
+    shard, sidecar = shard_files(index_path, index, index.shards[1])
+    assert shard == tmp_path / "d" / "train-000001.tar"
+    assert sidecar.parent == tmp_path / "idx" / index.sidecars
+    offsets = list(decode_offsets(sidecar.read_bytes(), samples=4))
+    sidecar.write_bytes(encode_offsets([*offsets[:-1], offsets[-1] + 512]))  # the end moved: still increasing
+    assert verify_dataset(index_path) == [f"{sidecar}: offsets do not point at each sample's first header"]
+    sidecar.unlink()
+    assert verify_dataset(index_path) == [f"{sidecar}: No such file or directory"]
+
+
+def test_a_recorded_sha256_is_checked_and_damage_is_named_with_its_offset(tmp_path):
+    write_dataset(tmp_path / "d", [3]).unlink()  # the packer's index goes: `index` refuses to replace it
+    index_path = _index_tars(tmp_path / "d", checksum=True)  # in place: sidecars beside the shards
+    assert check_dataset(index_path).notes == []
+    shard = tmp_path / "d" / "train-000000.tar"
+    data = bytearray(shard.read_bytes())
+    data[600] ^= 0xFF  # member data of the first sample: the tar stays readable
+    shard.write_bytes(bytes(data))
+    digest = hashlib.sha256(data).hexdigest()
+    assert verify_dataset(index_path) == [f"{shard}: sha256 {digest} does not match the index"]
+    shard.write_bytes(bytes(data[:1100]))  # cut inside the second member
+    problems = verify_dataset(index_path)
+    assert problems[0] == f"{shard}: 1100 bytes, index says {len(data)}"
+    assert any(p.startswith(f"{shard} at byte ") and "truncated" in p for p in problems)
+
+
+def test_shards_named_by_url_are_one_problem_not_a_crash(tmp_path):
+    names = [f"https://example.invalid/s-{i}.tar" for i in range(3)]
+    index = DatasetIndex(None, [ShardEntry(name, 1, 2048, "") for name in names])
+    index.save(tmp_path / INDEX_NAME)
+    check = check_dataset(tmp_path / INDEX_NAME)
+    assert check.shards == [] and len(check.problems) == 1
+    assert check.problems[0].startswith("3 shard(s) are URLs (https://example.invalid/s-0.tar, ...)")
+
+
+def _needs_a_missing_module(data: bytes) -> None:
+    import shardstream_no_such_module  # noqa: F401
+
+
+def test_decode_check_names_each_member_that_fails(tmp_path):
+    root = tmp_path / "d"
+    root.mkdir()
+    writer = TarShardWriter(root / "train-000000.tar", max_size=None, max_count=None)
+    for key, text in (("a", b'{"ok": 1}'), ("b", b"{not json"), ("c", b"[]")):
+        chunks = encode_sample(Sample(key, key, (("json", text), ("txt", text), ("bin", b"x"))))
+        writer.add(key, chunks, sum(len(c) for c in chunks))
+    DatasetIndex(shard_pattern("train", 1), [writer.close()]).save(root / INDEX_NAME)
+    check = check_dataset(root / INDEX_NAME)
+    seen = []
+    table = {"json": json.loads, "txt": _needs_a_missing_module}
+    decode_check(check, lambda name: table.get(name), progress=seen.append)
+    assert seen == [1, 1, 1] and check.decoded == {"json": 2}
+    assert check.decode_failures == [{"shard": str(root / "train-000000.tar"), "key": "b", "member": "json",
+                                      "reason": check.decode_failures[0]["reason"]}]  # fmt: skip
+    assert "Expecting property name" in check.decode_failures[0]["reason"]
+    assert check.problems == ["3 txt member(s) not decoded: No module named 'shardstream_no_such_module'"]
