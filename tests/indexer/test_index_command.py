@@ -229,3 +229,15 @@ def test_a_packed_datasets_own_index_is_never_replaced(tmp_path):
 
         derived = tmp_path / "elsewhere" / "sidecars" / offsets_sidecar(str(tar))
         assert derived.read_bytes() == Path(f"{tar}.offsets").read_bytes()
+
+
+def test_a_shard_changed_since_its_journal_line_is_scanned_again(tmp_path):
+    data = tmp_path / "wds"
+    shardwriter_dataset(data, [5, 5, 5, 5])
+    out = tmp_path / "out"
+    index(str(data), "--out", str(out), "--part", "1/2")  # shards 0 and 1 journaled
+    replacement = tmp_path / "other"
+    shardwriter_dataset(replacement, [9])
+    shutil.copy(replacement / "w-000000.tar", data / "w-000000.tar")  # shard 0 now holds 9 samples
+    summary = index(str(data), "--out", str(out))
+    assert summary["scanned"] == 3 and summary["samples"] == 9 + 15

@@ -85,6 +85,17 @@ def test_damage_keeps_only_whole_samples_before_it(samples, cut):
     kept = scan.samples
     assert scan.keys == [s["__key__"] for s in full[:kept]] and kept < len(full)
     assert not kept or scan.offsets[kept] <= at
+    for i in range(kept):  # every sample kept is whole, and the counts cover those alone
+        start, end = scan.offsets[i], scan.offsets[i + 1]
+        assert list(iter_samples(io.BytesIO(data[start:end]), url="t", start=start, ends=[end])) == [full[i]]
+    counts: dict[str, list[int]] = {}
+    for sample in full[:kept]:
+        for ext, value in sample.items():
+            if not ext.startswith("__"):
+                counts.setdefault(ext, [0, 0])
+                counts[ext][0] += 1
+                counts[ext][1] += len(value)
+    assert scan.fields == counts
 
 
 @settings(max_examples=80, deadline=None)
