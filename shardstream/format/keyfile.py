@@ -86,7 +86,7 @@ class KeyFileWriter:
             out.append(line)
             offset += len(line)
             count += 1
-            if len(out) >= 1 << 16:
+            if len(out) >= 4096:
                 self._data.write(b"".join(out))
                 out.clear()
         self._data.write(b"".join(out))
