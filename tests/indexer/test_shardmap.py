@@ -4,7 +4,6 @@ per sample; unknown positions and keys are IndexError and KeyError."""
 from __future__ import annotations
 
 import json
-import random
 import shutil
 import subprocess
 import sys
@@ -46,7 +45,7 @@ def test_every_position_and_key_equals_a_full_read(indexed):
     assert len(samples) == len(in_order) == 43
     for i in [*range(len(in_order)), -1, -len(in_order)]:
         assert samples[i] == in_order[i]
-    for expected in random.Random(0).sample(in_order, 15):
+    for expected in in_order:
         assert samples.get(expected["__key__"]) == expected
 
 
