@@ -16,7 +16,7 @@ import pytest
 from torch.utils.data import DataLoader
 
 from shardstream.format import INDEX_NAME, DatasetIndex
-from streamer import ShardDataset
+from streamer import ShardDataset, ShardMap
 from tests.indexer.builders import gnu_tar_dataset, shardwriter_dataset
 
 SHARDSTREAM = str(Path(sys.executable).with_name("shardstream"))
@@ -116,6 +116,9 @@ def test_damaged_shards_are_reported_and_the_rest_indexed(tmp_path):
     assert "checksum" in by_shard["w-000003.tar"]["reason"] and by_shard["w-000003.tar"]["offset"] == 0
     keys = {s["__key__"] for s in ShardDataset(data, decode=False)}
     assert keys == {k for k in samples if int(k[1:]) < 20 or 40 <= int(k[1:]) < 60}
+    # The shards after a dropped one move up in the index; the key file follows them.
+    by_key = ShardMap(data, decode=False)
+    assert all(by_key.get(k)["jpg"] == samples[k]["jpg"] for k in keys)
     # --partial keeps the samples before the damage, each whole.
     partial = index(str(data), "--partial", "--restart")
     assert partial["skipped"] == {"partial-shard": 1, "damaged-shard": 1}
