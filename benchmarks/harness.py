@@ -46,6 +46,7 @@ IMPORTED_FROM = {  # every project name the benchmarks use -> the module it is i
     "pack": "packer",
     "PackOptions": "packer",
     "ShardDataset": "streamer",
+    "ShardMap": "streamer",
     "SampleDecoder": "streamer",
     "Permutation": "streamer",
     "HttpOptions": "streamer.http",

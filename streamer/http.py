@@ -215,8 +215,14 @@ class HttpStream(io.RawIOBase):
 
     def _release(self) -> None:
         if self._response is not None:
-            # A half-read body cannot go back to the pool: drop the connection with it.
-            self._response.close()
+            if self.end is not None and self.position >= self.end and self._response.status == 206:
+                # A bounded range read to its end leaves nothing in flight: the connection can serve the
+                # next sample (a new one costs a TCP handshake per random access).
+                self._response.drain_conn()
+                self._response.release_conn()
+            else:
+                # A half-read body cannot go back to the pool: drop the connection with it.
+                self._response.close()
             self._response = None
 
     def close(self) -> None:
