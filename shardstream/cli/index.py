@@ -64,7 +64,7 @@ def index_command(
     bar = _Bar(quiet or as_json)
     options = IndexOptions(out=out, workers=workers, checksum=checksum, partial=partial_,
                            part=_parse_part(part), restart=restart, open_remote=partial(_open_remote),
-                           progress=bar.update)  # fmt: skip
+                           progress=bar.update, planned=bar.plan)  # fmt: skip
     try:
         summary = index_source(source, options)
     except (ValueError, OSError, ShardstreamError) as exc:
@@ -100,15 +100,18 @@ def _print(summary: Any) -> None:
                    f"{summary.remaining} shards of all parts still to scan")  # fmt: skip
     else:
         size = format_size(summary.bytes)
+        journaled = summary.shards + len(summary.problems) - summary.scanned
+        note = f" ({summary.scanned} scanned now, {journaled} from the journal)" if journaled > 0 else ""
         typer.echo(f"indexed {summary.samples} samples in {summary.shards} shards ({size}) in "
-                   f"{summary.seconds}s ({summary.scanned} scanned now, the rest journaled)")  # fmt: skip
+                   f"{summary.seconds}s{note}")  # fmt: skip
         typer.echo(f"pattern: {summary.pattern or '(none: the index lists the shard names)'}")
         typer.echo(f"index:   {summary.index}")
     for problem in summary.problems:
         where = f" at byte {problem['offset']}" if problem["offset"] is not None else ""
         typer.echo(f"{problem['kind']}: {problem['shard']}{where}: {problem['reason']}")
     if summary.duplicate_keys:
-        typer.echo(f"keys held by more than one sample: {summary.duplicate_keys} (lookup finds the first)")
+        typer.echo(f"keys held by more than one sample: {summary.duplicate_keys} (lookup finds the first; "
+                   "in a GNU tar made without --sort=name, one sample's members can lie apart)")  # fmt: skip
     if summary.unkeyed:
         typer.echo(f"keys with a NUL or newline, not in the key file: {summary.unkeyed}")
 
@@ -120,10 +123,13 @@ class _Bar:
         self.bar = tqdm(unit=" shards", disable=quiet, file=sys.stderr, dynamic_ncols=True, miniters=1)
         self.samples = 0
 
+    def plan(self, shards: int) -> None:
+        self.bar.reset(total=shards)
+
     def update(self, record: dict[str, Any]) -> None:
         self.samples += record["samples"]
         self.bar.update(1)
-        self.bar.set_postfix(samples=self.samples, refresh=False)
+        self.bar.set_postfix_str(f"{self.samples:,} samples", refresh=False)
 
     def close(self) -> None:
         self.bar.close()

@@ -46,6 +46,7 @@ class IndexOptions:
     restart: bool = False
     open_remote: RemoteOpener | None = None
     progress: Progress | None = None  # called with each journal record as it lands
+    planned: Callable[[int], None] | None = None  # called once with the number of shards to scan
 
 
 @dataclass
@@ -97,6 +98,8 @@ def index_source(text: str, options: IndexOptions) -> IndexSummary:
     first, stop = _part_range(options.part, len(source.urls))
     todo = [(i, source.urls[i], names[i]) for i in range(first, stop) if i not in records]
     journal = IndexJournal(journal_path(work, options.part))
+    if options.planned is not None:
+        options.planned(len(todo))
     try:
         for record in _scan_all(todo, settings, options.workers):
             records[record["shard"]] = record
