@@ -20,12 +20,12 @@ from shardstream.format import (
     shard_pattern,
 )
 from shardstream.format.constants import END_OF_ARCHIVE, JOURNAL_NAME, WORK_DIR_NAME
+from shardstream.parallel import ordered_map
 
 from .journal import Journal, PackProgress
 from .keyaudit import find_duplicates, write_keys
 from .load import load_batch
 from .options import PackOptions
-from .parallel import ordered_map
 from .rejects import RejectsReport
 from .sample import Reject, Sample
 from .shardwriter import TarShardWriter, encode_sample

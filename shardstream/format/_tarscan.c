@@ -28,6 +28,37 @@ static PyObject *decode(const unsigned char *start, Py_ssize_t length) {
     return PyUnicode_DecodeUTF8((const char *)start, length, "surrogateescape");
 }
 
+/* A header block's checksum: its byte sum with the checksum field counted as spaces. */
+static int checksum_ok(const unsigned char *h) {
+    long long sum = 8 * ' ';
+    for (int i = 0; i < 148; i++) sum += h[i];
+    for (int i = 156; i < BLOCK; i++) sum += h[i];
+    return octal_field(h + 148, 8) == sum;
+}
+
+/* (size, key, ext) plus any extra item: the name split by the key/extension rule
+ * (keys.split_member_name): the key runs up to the first dot after the last slash. */
+static PyObject *member_tuple(const unsigned char *name, Py_ssize_t length, long long size, PyObject *extra) {
+    Py_ssize_t slash = -1, dot = -1;
+    for (Py_ssize_t i = 0; i < length; i++)
+        if (name[i] == '/') slash = i;
+    for (Py_ssize_t i = slash + 1; i < length; i++)
+        if (name[i] == '.') {
+            dot = i;
+            break;
+        }
+    PyObject *key = decode(name, dot >= 0 ? dot : length);
+    PyObject *ext = key == NULL ? NULL : (dot >= 0 ? decode(name + dot + 1, length - dot - 1)
+                                                   : PyUnicode_FromStringAndSize("", 0));
+    if (ext == NULL) {
+        Py_XDECREF(key);
+        Py_XDECREF(extra);
+        return NULL;
+    }
+    if (extra == NULL) return Py_BuildValue("(LNN)", size, key, ext);
+    return Py_BuildValue("(LNNN)", size, key, ext, extra);
+}
+
 /* header_at(buffer, pos) -> (size, key, ext) | None
  *
  * The 512-byte header at buffer[pos:] when it is a regular file ('0', NUL or '7') with a matching
@@ -52,44 +83,18 @@ static PyObject *header_at(PyObject *module, PyObject *const *args, Py_ssize_t n
     unsigned char type = h[156];
     if (type != '0' && type != 0 && type != '7') goto none;
     if (h[345] != 0) goto none; /* a ustar prefix */
-    long long sum = 8 * ' ';    /* the checksum field counts as spaces */
-    for (int i = 0; i < 148; i++) sum += h[i];
-    for (int i = 156; i < BLOCK; i++) sum += h[i];
-    if (octal_field(h + 148, 8) != sum) goto none;
+    if (!checksum_ok(h)) goto none;
     long long size = octal_field(h + 124, 12);
     if (size < 0) goto none;
     Py_ssize_t length = 0;
     while (length < 100 && h[length] != 0) length++;
-    Py_ssize_t slash = -1, dot = -1;
-    for (Py_ssize_t i = 0; i < length; i++)
-        if (h[i] == '/') slash = i;
-    for (Py_ssize_t i = slash + 1; i < length; i++)
-        if (h[i] == '.') {
-            dot = i;
-            break;
-        }
-    PyObject *key = decode(h, dot >= 0 ? dot : length);
-    PyObject *ext = key == NULL ? NULL : (dot >= 0 ? decode(h + dot + 1, length - dot - 1)
-                                                   : PyUnicode_FromStringAndSize("", 0));
-    if (ext == NULL) {
-        Py_XDECREF(key);
-        goto done;
-    }
-    result = Py_BuildValue("(LNN)", size, key, ext);
+    result = member_tuple(h, length, size, NULL);
     goto done;
 none:
     result = Py_NewRef(Py_None);
 done:
     PyBuffer_Release(&view);
     return result;
-}
-
-/* A header block's checksum: its byte sum with the checksum field counted as spaces. */
-static int checksum_ok(const unsigned char *h) {
-    long long sum = 8 * ' ';
-    for (int i = 0; i < 148; i++) sum += h[i];
-    for (int i = 156; i < BLOCK; i++) sum += h[i];
-    return octal_field(h + 148, 8) == sum;
 }
 
 /* Walk pax records "%d %s=%s\n"; keep path and size. 0 on success, -1 on anything unexpected. */
@@ -171,22 +176,8 @@ static PyObject *member_at(PyObject *module, PyObject *const *args, Py_ssize_t n
     }
     if (size < 0) size = octal_field(h + 124, 12);
     if (size < 0) goto none;
-    Py_ssize_t slash = -1, dot = -1;
-    for (Py_ssize_t i = 0; i < path_len; i++)
-        if (path[i] == '/') slash = i;
-    for (Py_ssize_t i = slash + 1; i < path_len; i++)
-        if (path[i] == '.') {
-            dot = i;
-            break;
-        }
-    PyObject *key = decode(path, dot >= 0 ? dot : path_len);
-    PyObject *ext = key == NULL ? NULL : (dot >= 0 ? decode(path + dot + 1, path_len - dot - 1)
-                                                   : PyUnicode_FromStringAndSize("", 0));
-    if (ext == NULL) {
-        Py_XDECREF(key);
-        goto done;
-    }
-    result = Py_BuildValue("(LNNn)", size, key, ext, (Py_ssize_t)(h - base) + BLOCK);
+    PyObject *data_at = PyLong_FromSsize_t((Py_ssize_t)(h - base) + BLOCK);
+    result = data_at == NULL ? NULL : member_tuple(path, path_len, size, data_at);
     goto done;
 none:
     result = Py_NewRef(Py_None);

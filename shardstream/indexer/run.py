@@ -10,14 +10,11 @@ last. Damaged, missing, empty and compressed shards are left out and reported, n
 from __future__ import annotations
 
 import json
-import multiprocessing
 import os
 import re
 import shutil
 import time
-from collections import deque
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,7 +24,7 @@ from ..format.atomic import write_atomic
 from ..format.constants import INDEX_NAME, INDEX_WORK_NAME, KEYS_NAME, REJECTS_NAME, SIDECARS_DIR
 from ..format.index import DatasetIndex, ShardEntry
 from ..format.keyfile import KeyFileWriter
-from ..processes import exit_with_parent
+from ..parallel import ordered_map
 from .journal import IndexJournal, check_options, journal_path, load_records
 from .keymerge import merge_runs
 from .sources import ShardSource, is_remote, resolve_source
@@ -173,27 +170,9 @@ def _still_valid(records: dict[int, dict[str, Any]]) -> dict[int, dict[str, Any]
 def _scan_all(
     todo: list[tuple[int, str, str]], settings: ScanSettings, workers: int
 ) -> Iterator[dict[str, Any]]:
-    if workers == 1 or len(todo) <= 1:
-        for task in todo:
-            yield from scan_batch([task], settings)
-        return
+    workers = min(workers, max(1, len(todo)))
     batch = max(1, min(16, len(todo) // (workers * 8)))
-    batches = [todo[i : i + batch] for i in range(0, len(todo), batch)]
-    context = multiprocessing.get_context("forkserver")  # the parent may hold threads (tqdm, HTTP pools)
-    with ProcessPoolExecutor(max_workers=min(workers, len(batches)), mp_context=context,
-                             initializer=exit_with_parent, initargs=(os.getpid(),)) as pool:  # fmt: skip
-        pending: deque[Future[list[dict[str, Any]]]] = deque()
-        queued = iter(batches)
-        try:
-            for tasks in queued:
-                pending.append(pool.submit(scan_batch, tasks, settings))
-                if len(pending) >= workers * 4:
-                    yield from pending.popleft().result()
-            while pending:
-                yield from pending.popleft().result()
-        finally:
-            for future in pending:
-                future.cancel()
+    return ordered_map(scan_batch, todo, workers=workers, chunk=batch, args=(settings,))
 
 
 def _kind(record: dict[str, Any], partial: bool) -> str | None:

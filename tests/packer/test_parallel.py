@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from packer.load import load_batch
-from packer.parallel import ordered_map
 from packer.sample import MemberPlan, SamplePlan
+from shardstream.parallel import ordered_map
 
 
 @pytest.fixture(scope="module")

@@ -1,16 +1,19 @@
-"""Ordered parallel map with bounded in-flight work: processes do the reading, results keep input order."""
+"""Ordered parallel map with bounded in-flight work: processes do the reading, results keep input order.
+
+Pool workers leave with their parent (a watchdog thread polls it), so a kill -9 strands nothing.
+"""
 
 from __future__ import annotations
 
 import multiprocessing
 import os
+import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from itertools import islice
 from typing import Any, TypeVar
-
-from shardstream.processes import exit_with_parent
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -20,6 +23,34 @@ def _chunks(items: Iterable[T], size: int) -> Iterator[list[T]]:
     iterator = iter(items)
     while chunk := list(islice(iterator, size)):
         yield chunk
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs: a zombie (killed, not yet reaped by its own parent) counts as dead, since a
+    caller waiting on our shared output pipes would never reap it while we hold them open."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            state = handle.read().rsplit(b")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True  # no /proc (macOS): the signal test is all there is
+    return state not in (b"Z", b"X")
+
+
+def exit_with_parent(parent: int) -> None:
+    """Pool initializer: leave when ``parent`` dies, even by kill -9, instead of lingering forever."""
+
+    def watch() -> None:
+        while alive(parent):
+            time.sleep(1.0)  # a watchdog's poll, not an error handler's retry
+        os._exit(1)
+
+    threading.Thread(target=watch, name="shardstream-parent-watch", daemon=True).start()
 
 
 def ordered_map(
