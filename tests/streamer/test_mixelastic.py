@@ -131,6 +131,7 @@ def test_a_mixture_restored_on_any_topology_reads_each_source_s_epoch_once(
             for j, got in enumerate(worker.read(counts[place])):
                 read[j].update(got)
             for j, rest in enumerate(worker.unread(counts[place])):
+                assert all(start < stop for start, stop in rest)  # no empty span is handed on
                 spans[j] += rest
         lefts = [Plan((), join(s)) for s in spans]
         left_total = sum(len(left) for left in lefts)
