@@ -1,5 +1,6 @@
 """The header walk and the key file, by invariants: the walk finds what a full read finds, on any tar
-Python's tarfile writes (ustar, GNU long names, pax, directories); every key written is found first-first."""
+Python's tarfile writes (ustar, GNU long names, pax, directories), with the C fast path or without; every
+key written is found at its first place."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from hypothesis import strategies as st
 
 from shardstream.format import iter_samples
 from shardstream.format import keyfile as keyfile_module
+from shardstream.format import scan as scan_module
 from shardstream.format.keyfile import KeyFile, KeyFileWriter, key_line
 from shardstream.format.scan import scan_file, scan_shard
 
@@ -47,15 +49,22 @@ def write_tar(samples, fmt: int, *, dirs: bool, long_prefix: int) -> bytes:
     fmt=st.sampled_from([tarfile.USTAR_FORMAT, tarfile.GNU_FORMAT, tarfile.PAX_FORMAT]),
     dirs=st.booleans(),
     long_prefix=st.sampled_from([0, 0, 120, 200]),
+    native=st.booleans(),
 )
-def test_the_header_walk_finds_what_a_full_read_finds(tmp_path, samples, fmt, dirs, long_prefix):
+def test_the_header_walk_finds_what_a_full_read_finds(tmp_path, samples, fmt, dirs, long_prefix, native):
     if fmt == tarfile.USTAR_FORMAT and long_prefix > 150:
         long_prefix = 120  # ustar holds at most 155 + 100 bytes of name
     data = write_tar(samples, fmt, dirs=dirs, long_prefix=long_prefix)
     path = tmp_path / "t.tar"
     path.write_bytes(data)
     full = list(iter_samples(io.BytesIO(data), url="t"))
-    for scan in (scan_file(path), scan_shard(io.BytesIO(data), url="t", checksum=True)):
+    saved = scan_module._member_at
+    scan_module._member_at = saved if native else None  # the C fast path, or every header in Python
+    try:
+        scans = (scan_file(path), scan_shard(io.BytesIO(data), url="t", checksum=True))
+    finally:
+        scan_module._member_at = saved
+    for scan in scans:
         assert scan.damage is None and scan.size == len(data)
         assert scan.keys == [s["__key__"] for s in full]
         # Each span, read alone with the sidecar's end, gives back exactly that sample.
