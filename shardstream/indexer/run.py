@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import ShardstreamError
+from ..errors import ShardstreamError, redact_url
 from ..format.atomic import write_atomic
 from ..format.constants import INDEX_NAME, INDEX_WORK_NAME, KEYS_NAME, REJECTS_NAME, SIDECARS_DIR
 from ..format.index import DatasetIndex, ShardEntry
@@ -132,9 +132,10 @@ def _refuse_foreign_index(path: Path) -> None:
 
 
 def _name(url: str, out: Path) -> str:
-    """How the index names a shard: relative to the index's folder when inside it, else in full."""
+    """How the index names a shard: relative to the index's folder when inside it, else in full (a URL
+    without its user:password: credentials belong in HttpOptions or $SHARDSTREAM_HTTP_HEADERS, not a file)."""
     if is_remote(url):
-        return url
+        return redact_url(url)
     try:
         relative = Path(url).relative_to(out)
     except ValueError:
@@ -198,7 +199,8 @@ def _count(
         kind = _kind(record, partial)
         if kind is not None:
             summary.skipped[kind] = summary.skipped.get(kind, 0) + 1
-            summary.problems.append({"shard": record["url"], "kind": kind, "offset": record["offset"],
+            summary.problems.append({"shard": redact_url(record["url"]), "kind": kind,
+                                     "offset": record["offset"],
                                      "reason": record["damage"] or "no samples"})  # fmt: skip
         if _kept(record, partial):
             summary.shards += 1
@@ -214,7 +216,8 @@ def _commit(
     _count(summary, records, 0, len(source.urls), options.partial)
     for url, reason in source.skipped:
         summary.skipped["compressed-shard"] = summary.skipped.get("compressed-shard", 0) + 1
-        summary.problems.append({"shard": url, "kind": "compressed-shard", "offset": None, "reason": reason})
+        summary.problems.append({"shard": redact_url(url), "kind": "compressed-shard", "offset": None,
+                                 "reason": reason})  # fmt: skip
     kept = [i for i in range(len(source.urls)) if _kept(records[i], options.partial)]
     if not kept:
         raise ValueError(f"source {source.text!r}: no shard holds a readable sample; see the problems above")
@@ -237,7 +240,8 @@ def _commit(
     pattern = _infer_pattern([names[i] for i in kept])
     index = DatasetIndex(
         pattern=pattern, shards=entries, fields=fields, field_bytes=field_bytes,
-        options={"indexed_from": source.text, "checksum": options.checksum, "partial": options.partial},
+        options={"indexed_from": redact_url(source.text), "checksum": options.checksum,
+                 "partial": options.partial},
         rejected=dict(summary.skipped), sidecars=None if sidecars is None else SIDECARS_DIR, keys=KEYS_NAME,
     )  # fmt: skip
     index.save(out / INDEX_NAME)

@@ -137,3 +137,17 @@ def test_index_of_remote_shards_over_nginx_equals_the_local_index(indexed, tmp_p
         remote_map = ShardMap(out, decode=False, http=FAST)
         assert remote_map.get(in_order[17]["__key__"])["cls"] == in_order[17]["cls"]
     assert (out / "shardstream-keys").read_bytes() == (root / "shardstream-keys").read_bytes()
+
+
+def test_credentials_in_shard_urls_never_reach_the_index(indexed, tmp_path):
+    root = indexed[0]
+    www = tmp_path / "www"
+    (www / "d").mkdir(parents=True)
+    shutil.copy(root / "w-000000.tar", www / "d" / "w-000000.tar")
+    with nginx(www) as server:  # nginx ignores the user:password; the point is where it is written
+        url = server.url.replace("://", "://alice:s3cret@") + "/d/w-{000000..000001}.tar"
+        out = tmp_path / "idx"
+        summary = index(url, "--out", str(out))
+        assert summary["samples"] == 13 and summary["skipped"] == {"missing-shard": 1}
+    written = b"".join(p.read_bytes() for p in out.rglob("*") if p.is_file())
+    assert b"s3cret" not in written and "s3cret" not in json.dumps(summary)
