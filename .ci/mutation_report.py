@@ -118,7 +118,7 @@ def prepare(name: str, target: Path) -> None:
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(REPO / rel, dest)  # mtimes kept: mutmut regenerates a mutated file only when it changed
     # The tar header fast path, so that mutants run against the package as installed; the tar tests run
-    # both paths (the "python" case sets tarread._header_at to None), so Python's reader is mutated too.
+    # both paths (the "python" case sets tarread._member_at to None), so Python's reader is mutated too.
     for built in (REPO / "shardstream" / "format").glob("_tarscan*.so"):
         shutil.copy2(built, target / "shardstream" / "format" / built.name)
     # tests/conftest.py looks for shared test data (foreign shards) two levels above itself; in mutmut's

@@ -1,8 +1,11 @@
-/* The common tar header in one call: checksum, size and name of a regular member, for tarread.py.
+/* The common member headers in one call, for tarread.py (reading) and scan.py (indexing): a plain ustar
+ * header, or a pax header and then the plain one, as webdataset's writer (Python's tarfile) puts before
+ * every member: checksums, size and name.
  *
- * Optional: tarread.py parses every header in Python when this is not built, and also takes over here
- * whenever this returns None (any header it does not read: pax, long names, ustar prefixes, other
- * checksum or number spellings, damage). So this only has to be right about what it accepts.
+ * Optional: both readers parse every header in Python when this is not built, and also take over
+ * whenever this returns None (any header it does not read: long names, ustar prefixes without a pax path,
+ * global pax headers, other checksum or number spellings, damage). So this only has to be right about
+ * what it accepts.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -36,9 +39,9 @@ static int checksum_ok(const unsigned char *h) {
     return octal_field(h + 148, 8) == sum;
 }
 
-/* (size, key, ext) plus any extra item: the name split by the key/extension rule
+/* (size, key, ext, data_at): the name split by the key/extension rule
  * (keys.split_member_name): the key runs up to the first dot after the last slash. */
-static PyObject *member_tuple(const unsigned char *name, Py_ssize_t length, long long size, PyObject *extra) {
+static PyObject *member_tuple(const unsigned char *name, Py_ssize_t length, long long size, PyObject *data_at) {
     Py_ssize_t slash = -1, dot = -1;
     for (Py_ssize_t i = 0; i < length; i++)
         if (name[i] == '/') slash = i;
@@ -52,49 +55,10 @@ static PyObject *member_tuple(const unsigned char *name, Py_ssize_t length, long
                                                    : PyUnicode_FromStringAndSize("", 0));
     if (ext == NULL) {
         Py_XDECREF(key);
-        Py_XDECREF(extra);
+        Py_XDECREF(data_at);
         return NULL;
     }
-    if (extra == NULL) return Py_BuildValue("(LNN)", size, key, ext);
-    return Py_BuildValue("(LNNN)", size, key, ext, extra);
-}
-
-/* header_at(buffer, pos) -> (size, key, ext) | None
- *
- * The 512-byte header at buffer[pos:] when it is a regular file ('0', NUL or '7') with a matching
- * checksum, an octal size and a name without a ustar prefix; the name split by the key/extension
- * rule (keys.split_member_name): the key runs up to the first dot after the last slash.
- */
-static PyObject *header_at(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "header_at(buffer, pos) takes 2 arguments");
-        return NULL;
-    }
-    Py_ssize_t pos = PyLong_AsSsize_t(args[1]);
-    if (pos == -1 && PyErr_Occurred()) return NULL;
-    Py_buffer view;
-    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) return NULL;
-    PyObject *result = NULL;
-    if (pos < 0 || pos > view.len - BLOCK) {
-        PyErr_Format(PyExc_IndexError, "no 512-byte header at %zd in a buffer of %zd", pos, view.len);
-        goto done;
-    }
-    const unsigned char *h = (const unsigned char *)view.buf + pos;
-    unsigned char type = h[156];
-    if (type != '0' && type != 0 && type != '7') goto none;
-    if (h[345] != 0) goto none; /* a ustar prefix */
-    if (!checksum_ok(h)) goto none;
-    long long size = octal_field(h + 124, 12);
-    if (size < 0) goto none;
-    Py_ssize_t length = 0;
-    while (length < 100 && h[length] != 0) length++;
-    result = member_tuple(h, length, size, NULL);
-    goto done;
-none:
-    result = Py_NewRef(Py_None);
-done:
-    PyBuffer_Release(&view);
-    return result;
+    return Py_BuildValue("(LNNN)", size, key, ext, data_at);
 }
 
 /* Walk pax records "%d %s=%s\n"; keep path and size. 0 on success, -1 on anything unexpected. */
@@ -187,8 +151,6 @@ done:
 }
 
 static PyMethodDef methods[] = {
-    {"header_at", (PyCFunction)(void (*)(void))header_at, METH_FASTCALL,
-     "header_at(buffer, pos) -> (size, key, ext) | None: a regular member's tar header, or None."},
     {"member_at", (PyCFunction)(void (*)(void))member_at, METH_FASTCALL,
      "member_at(buffer, pos) -> (size, key, ext, data_at) | None: a member's headers (plain or pax + plain)."},
     {NULL, NULL, 0, NULL},

@@ -2,7 +2,7 @@
 
 One fused loop (headers, checksums, member data, grouping by key) rather than a member iterator feeding
 a grouping stage: the hop between two generators cost as much per member as parsing its header. A plain
-regular member's header is read by one C call (_tarscan.c) when that is built; everything else, and
+regular member's headers are read by one C call (_tarscan.c) when that is built; everything else, and
 everything without it, in Python. Reads ustar, pax ('x'/'g') and GNU long names ('L'); regular files only.
 """
 
@@ -16,10 +16,10 @@ from ..errors import ShardReadError
 from .constants import BLOCK
 from .window import ReadWindow
 
-try:  # the common header in one C call (_tarscan.c); without it, or when it declines, Python reads it
-    from ._tarscan import header_at as _header_at
-except ImportError:
-    _header_at = None
+try:  # a member's headers in one C call (_tarscan.c): plain, or pax + plain as webdataset's writer leaves
+    from ._tarscan import member_at as _member_at
+except ImportError:  # without it, or when it declines, Python reads them
+    _member_at = None
 
 
 def _number(field: bytes, url: str, offset: int) -> int:
@@ -86,24 +86,24 @@ def iter_samples(
         if ends is None:
             ends = ()
         i, last = 0, len(ends)
-        scan = _header_at
+        scan = _member_at
         while True:
-            # Fast path: a plain regular member, header and data in the window, read by one C call.
+            # Fast path: a regular member (its header, or a pax header and its own), headers and data in
+            # the window, read by one C call.
             member = None
             if scan is not None and pos + BLOCK <= end and not pax and long_name is None:
                 member = scan(buf, pos)
             if member is not None:
-                size, name_key, ext = member
+                size, name_key, ext, data_at = member
                 padded_size = size + (-size % BLOCK)
-                data_at = pos + BLOCK
                 if data_at + padded_size > end:
                     member = None
             if member is not None:
                 data = buf[data_at : data_at + size]
-                pos = data_at + padded_size
                 if first_header is None:  # else a global pax header came first, as the general path counts it
                     first_header = offset
-                offset += BLOCK + padded_size
+                offset += data_at - pos + padded_size
+                pos = data_at + padded_size
             else:
                 if pos + BLOCK <= end:
                     header = buf[pos : pos + BLOCK]

@@ -16,7 +16,7 @@ from shardstream.errors import ShardReadError
 from shardstream.format import end_of_archive, member_header, member_size, split_member_name
 from shardstream.format.tarheader import padded
 
-C_SCAN = tarread._header_at
+C_SCAN = tarread._member_at
 USTAR_MAX = 8**11 - 1
 
 
@@ -25,7 +25,7 @@ def reader(request, monkeypatch):
     if request.param == "c" and C_SCAN is None:
         pytest.skip("shardstream/format/_tarscan.c is not built")
     if request.param == "python":
-        monkeypatch.setattr(tarread, "_header_at", None)
+        monkeypatch.setattr(tarread, "_member_at", None)
     return request.param
 
 

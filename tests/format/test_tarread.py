@@ -21,7 +21,7 @@ from shardstream.format.tarheader import padded
 from shardstream.format.tarread import iter_samples
 from tests.conftest import SHARED
 
-C_SCAN = tarread._header_at
+C_SCAN = tarread._member_at
 IMPLEMENTATIONS = ["c", "python"]
 
 
@@ -31,7 +31,7 @@ def implementation(request, monkeypatch):
         if C_SCAN is None:
             pytest.skip("packer/format/_tarscan.c is not built (no C compiler at install time)")
     else:
-        monkeypatch.setattr(tarread, "_header_at", None)
+        monkeypatch.setattr(tarread, "_member_at", None)
     return request.param
 
 
@@ -39,12 +39,12 @@ def _both(archive: bytes, **kwargs):
     """iter_samples' samples and spans on each implementation, whichever the test runs on."""
     results = []
     for scan in (C_SCAN, None):
-        original, tarread._header_at = tarread._header_at, scan
+        original, tarread._member_at = tarread._member_at, scan
         try:
             spans: list = []
             results.append((list(iter_samples(io.BytesIO(archive), spans=spans, **kwargs)), spans))
         finally:
-            tarread._header_at = original
+            tarread._member_at = original
     return results
 
 
@@ -142,9 +142,9 @@ def test_the_c_path_declines_what_it_does_not_read_and_python_reads_it():
     if C_SCAN is None:
         pytest.skip("not built")
     plain = member_header("a/b.c.d", 5)
-    assert C_SCAN(plain, 0) == (5, "a/b", "c.d")
-    assert C_SCAN(member_header("noext", 0), 0) == (0, "noext", "")
-    assert C_SCAN(b"\0" * 3 + plain, 3) == (5, "a/b", "c.d")
+    assert C_SCAN(plain, 0) == (5, "a/b", "c.d", 512)
+    assert C_SCAN(member_header("noext", 0), 0) == (0, "noext", "", 512)
+    assert C_SCAN(b"\0" * 3 + plain, 3) == (5, "a/b", "c.d", 515)
     with pytest.raises(IndexError):
         C_SCAN(plain, 1)
     damaged = bytearray(plain)
@@ -154,8 +154,22 @@ def test_the_c_path_declines_what_it_does_not_read_and_python_reads_it():
     directory[156] = ord("5")
     assert C_SCAN(bytes(directory), 0) is None
     assert C_SCAN(bytes(512), 0) is None  # the end-of-archive block
-    long = member_header("d/" * 70 + "x.txt", 1)  # a GNU long name: a header of its own first
-    assert C_SCAN(long, 0) is None
+    assert C_SCAN(member_header("d/" * 70 + "x.txt", 1), 0) is None  # a ustar prefix: Python joins it
+    # A pax header and then the member's own: read in the same call, its path and size from the pax records.
+    unicode = member_header("é" * 10 + "/k.txt", 1)
+    assert C_SCAN(unicode, 0) == (1, "é" * 10 + "/k", "txt", len(unicode))
+    assert C_SCAN(unicode[:-1], 0) is None  # the member's own header cut short: not in the window
+    webdataset_style = io.BytesIO()
+    with tarfile.open(fileobj=webdataset_style, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        info = tarfile.TarInfo("k1.jpg")
+        info.size, info.mtime = 3, 1_700_000_000.25  # a float mtime: a pax header of its own
+        tar.addfile(info, io.BytesIO(b"abc"))
+    assert C_SCAN(webdataset_style.getvalue(), 0) == (3, "k1", "jpg", 1536)
+    gnu = io.BytesIO()
+    with tarfile.open(fileobj=gnu, mode="w", format=tarfile.GNU_FORMAT) as tar:
+        info = tarfile.TarInfo("e/" * 60 + "y.txt")
+        tar.addfile(info, io.BytesIO(b""))
+    assert C_SCAN(gnu.getvalue(), 0) is None  # a GNU long name ('L'): Python reads it
 
 
 formats = st.sampled_from([tarfile.GNU_FORMAT, tarfile.PAX_FORMAT, tarfile.USTAR_FORMAT])
