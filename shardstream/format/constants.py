@@ -4,7 +4,6 @@ FORMAT_NAME = "shardstream"
 FORMAT_VERSION = 1
 INDEX_NAME = "shardstream-index.json"
 OFFSETS_SUFFIX = ".offsets"
-KEYS_SUFFIX = ".keys"
 KEYS_NAME = "shardstream-keys"  # the sorted key file (+ ".idx", its block index) for lookup by key
 SIDECARS_DIR = "sidecars"  # where `shardstream index --out` puts offsets when they cannot sit beside shards
 INDEX_WORK_NAME = ".shardstream-index-work"

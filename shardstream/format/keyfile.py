@@ -31,11 +31,6 @@ def key_line(key: str, shard: int, sample: int) -> bytes | None:
     return b"%s\0%08x%08x\n" % (raw, shard, sample)
 
 
-def parse_place(line: bytes) -> tuple[bytes, int, int]:
-    key, _, place = line.rpartition(b"\0")
-    return key, int(place[:8], 16), int(place[8:16], 16)
-
-
 class KeyFileWriter:
     """Takes sorted lines; publishes data and block index by temp file + rename when the block closes."""
 

@@ -123,7 +123,8 @@ def scan_shard(stream: BinaryIO, *, url: str, checksum: bool = False, size: int 
 
     ``size`` (a local file's length) lets the walk seek instead of read. With ``checksum`` every byte is
     read and hashed. A sample is complete at its last regular member's end; on damage, the samples complete
-    before it are kept and the sample in progress is dropped (its members uncounted).
+    before it are kept and the sample in progress is dropped (its members uncounted): the one a cut member
+    belongs to, or, when a header itself is damaged (its key unknown), the one before it.
     """
     digest = hashlib.sha256() if checksum else None
     limit = size if not checksum else None  # a known length: member data can be stepped over by seeking
@@ -196,9 +197,6 @@ def scan_shard(stream: BinaryIO, *, url: str, checksum: bool = False, size: int 
                 name_key, ext = (name[:dot], name[dot + 1 :]) if dot >= 0 else (name, "")
                 data_at = offset + BLOCK
             end = data_at + member_size + (-member_size % BLOCK)
-            if limit is not None and end > limit:
-                raise ShardReadError(f"truncated tar: member needs {end - offset} bytes with its header, "
-                                     f"{limit - offset} remain", url=url, offset=offset)  # fmt: skip
             if name_key != key:
                 offsets.append(starts_at if key is None else sample_end)
                 keys.append(name_key)
@@ -211,6 +209,9 @@ def scan_shard(stream: BinaryIO, *, url: str, checksum: bool = False, size: int 
             else:
                 counts[0] += 1
                 counts[1] += member_size
+            if limit is not None and end > limit:  # counted first: its sample, not the one before, is cut
+                raise ShardReadError(f"truncated tar: member needs {end - offset} bytes with its header, "
+                                     f"{limit - offset} remain", url=url, offset=offset)  # fmt: skip
             member_header = starts_at
             sample_end = offset = end
         if key is not None:

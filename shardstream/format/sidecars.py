@@ -11,7 +11,7 @@ import hashlib
 import re
 from urllib.parse import urlparse
 
-from .constants import KEYS_SUFFIX, OFFSETS_SUFFIX
+from .constants import OFFSETS_SUFFIX
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 _STEM_LIMIT = 80
@@ -28,7 +28,3 @@ def sidecar_stem(shard: str) -> str:
 
 def offsets_sidecar(shard: str) -> str:
     return sidecar_stem(shard) + OFFSETS_SUFFIX
-
-
-def keys_sidecar(shard: str) -> str:
-    return sidecar_stem(shard) + KEYS_SUFFIX

@@ -50,3 +50,17 @@ def test_the_last_line_is_found_whatever_its_length(tmp_path, length):
     path = tmp_path / "r.keys"
     path.write_bytes(key_line("a", 0, 0) + key_line("b" * length, 0, 1))
     assert keymerge._ends(str(path)) == (key_line("a", 0, 0), key_line("b" * length, 0, 1))
+
+
+def test_shards_left_out_renumber_the_ones_after_them(tmp_path):
+    runs = []
+    for shard in (0, 2, 5):
+        path = tmp_path / f"{shard}.keys"
+        path.write_bytes(b"".join(key_line(f"{shard}-{i}", shard, i) for i in range(2)))
+        runs.append(str(path))
+    remap = [0, 0, 1, 0, 0, 2]
+    with KeyFileWriter(tmp_path / "out") as writer:
+        keymerge.merge_runs(runs, writer, tmp_path, remap)
+    expected = [key_line(f"{shard}-{i}", remap[shard], i) for shard in (0, 2, 5) for i in range(2)]
+    assert (tmp_path / "out").read_bytes() == b"".join(expected)
+    assert writer.lines == 6 and writer.repeated == 0
