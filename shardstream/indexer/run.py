@@ -76,6 +76,8 @@ def index_source(text: str, options: IndexOptions) -> IndexSummary:
     if out is None:
         raise ValueError(f"source {text!r} is remote: give --out DIR for the index and its sidecars")
     out = Path(out).resolve()
+    if options.out is None and not os.access(out, os.W_OK):
+        raise ValueError(f"{out} is not writable: write the index and sidecars elsewhere with --out DIR")
     out.mkdir(parents=True, exist_ok=True)
     _refuse_foreign_index(out / INDEX_NAME)
     beside = source.home is not None and out == source.home
