@@ -258,8 +258,10 @@ def test_each_kind_of_damage_is_named_where_it_is(tmp_path, native, monkeypatch,
     path = tmp_path / "d.tar"
     path.write_bytes(data)
     for scan in (scan_file(path), scan_shard(io.BytesIO(data), url=str(path))):
-        if damage == "cut-data" and "stream ends" in (scan.damage or ""):
-            assert scan.damage_offset == offset  # a stream cannot know the length: it names the member
+        if damage == "cut-data" and "stream ends" in (scan.damage or ""):  # a stream cannot know the length
+            assert scan.damage == ("truncated tar: the stream ends before byte 3072, inside the data of the "
+                                   "member whose header is here")  # fmt: skip
+            assert scan.damage_offset == offset
         else:
             assert (scan.damage, scan.damage_offset) == (message, offset)
         if damage == "cut-data":  # the cut member's key is known: the sample before it is whole
@@ -284,8 +286,9 @@ def test_a_pax_size_record_wins_over_the_header_field(native, monkeypatch):
     assert [s["__key__"] for s in iter_samples(io.BytesIO(data), url="t")] == ["k", "m"]
 
 
-def test_the_key_file_layout_is_pinned(tmp_path, monkeypatch):
-    monkeypatch.setattr(keyfile_module, "BLOCK_TARGET", 40)
+@pytest.mark.parametrize("target", [38, 40])
+def test_the_key_file_layout_is_pinned(tmp_path, monkeypatch, target):
+    monkeypatch.setattr(keyfile_module, "BLOCK_TARGET", target)
     places = [("a", 0, 1), ("a", 1, 0), ("b", 0, 0), ("c", 2, 3), ("d", 0, 9)]
     lines = [key_line(k, s, i) for k, s, i in places]  # 19 bytes each
     with KeyFileWriter(tmp_path / "k") as writer:
@@ -294,33 +297,38 @@ def test_the_key_file_layout_is_pinned(tmp_path, monkeypatch):
         writer.add_all(lines[3:])
     assert (tmp_path / "k").read_bytes() == b"".join(lines)
     assert lines[0] == b"a\x000000000000000001\n"
-    # A block starts at the first line, then at the first new key 40 bytes or more past the block's start
-    # (c at 57, not b at 38); the last line closes the index with the data's length (95).
-    assert (tmp_path / "k.idx").read_bytes() == (
-        b"a\x000000000000000000\n" b"c\x000000000000000039\n" b"\x00000000000000005f\n"
-    )
+    # A block starts at the first line, then at the first new key `target` bytes or more past the block's
+    # start (38: b at 38, d at 76; 40: c at 57); the last line closes the index with the data's length.
+    blocks = [b"b\x000000000000000026\n", b"d\x00000000000000004c\n"] if target == 38 else [
+        b"c\x000000000000000039\n"]  # fmt: skip
+    expected = b"a\x000000000000000000\n" + b"".join(blocks) + b"\x00000000000000005f\n"
+    assert (tmp_path / "k.idx").read_bytes() == expected
     assert writer.lines == 5 and writer.repeated == 1 and not list(tmp_path.glob(".*.tmp"))
 
 
 def test_a_long_run_of_lines_flushes_in_pieces_and_reads_back(tmp_path):
-    lines = sorted(key_line(f"k{i:06d}", i // 1000, i % 1000) for i in range(10_000))
+    lines = sorted(key_line(f"k{i:06d}", 10 + i // 1000, i % 1000) for i in range(10_000))
     with KeyFileWriter(tmp_path / "k") as writer:
         writer.add_all(iter(lines))
     body = (tmp_path / "k").read_bytes()
     assert body == b"".join(lines)
     keys = KeyFile((tmp_path / "k.idx").read_bytes(), lambda a, b: body[a:b])
     assert keys.length == len(body) and len(keys.first_keys) == -(-len(body) // keyfile_module.BLOCK_TARGET)
-    assert keys.lookup("k009999") == (9, 999) and keys.lookup("k000000") == (0, 0)
+    assert keys.lookup("k009999") == (19, 999) and keys.lookup("k000000") == (10, 0)
     assert keys.lookup("k0099990") is None and keys.lookup("a") is None and keys.lookup("z") is None
 
 
 def test_keys_that_cannot_be_written_are_none_and_never_found(tmp_path):
     assert key_line("a\nb", 0, 0) is None and key_line("a\0b", 0, 0) is None
     with KeyFileWriter(tmp_path / "k") as writer:
-        writer.add(key_line("a", 0, 0))
+        writer.add_all([key_line("b", 0, 0), key_line("b\udcff", 0, 1)])  # a name in another encoding
     body = (tmp_path / "k").read_bytes()
-    keys = KeyFile((tmp_path / "k.idx").read_bytes(), lambda a, b: body[a:b])
-    assert keys.lookup("a\n") is None and keys.lookup("a\0") is None and keys.lookup("a") == (0, 0)
+    reads = []
+    keys = KeyFile((tmp_path / "k.idx").read_bytes(), lambda a, b: reads.append(a) or body[a:b])
+    assert keys.lookup("b\n") is None and keys.lookup("b\0") is None and keys.lookup("b") == (0, 0)
+    assert keys.lookup("b\udcff") == (0, 1)
+    reads.clear()
+    assert keys.lookup("a") is None and not reads  # before the first block: nothing to read
 
 
 @pytest.mark.parametrize("idx", [b"", b"a\x000000000000000000\n", b"a\x00zz\n\x000000000000000001\n"])
@@ -335,5 +343,14 @@ def test_a_block_cut_short_is_a_format_error():
     from shardstream.errors import FormatError
 
     idx = b"a\x000000000000000000\n\x000000000000000005\n"
-    with pytest.raises(FormatError, match="cut short"):
-        KeyFile(idx, lambda a, b: b"a\x000000").lookup("a")
+    with pytest.raises(FormatError, match=r"^https://h/keys: a line cut short in block 0$"):
+        KeyFile(idx, lambda a, b: b"a\x000000", source="https://h/keys").lookup("a")
+
+
+@pytest.mark.parametrize("step", [7, 1 << 20])
+def test_bytes_after_the_end_blocks_count_in_a_streams_size_and_hash(step):
+    data = big_tar([10, 20, 30, 40]) + b"trailing bytes some writers leave" * 40_000
+    for checksum in (False, True):
+        scan = scan_shard(Trickle(data, step), url="t", checksum=checksum)
+        assert scan.damage is None and scan.size == len(data) and scan.samples == 2
+        assert scan.sha256 == (hashlib.sha256(data).hexdigest() if checksum else "")

@@ -88,6 +88,11 @@ def test_an_fsspec_folder_is_listed_and_streamed(tmp_path):
         ("é.tar", "_.tar-4509dba8dc48"),
         ("a\\b.tar", "b.tar-867cd6b4b03f"),
         ("x" * 100 + ".tar", "x" * 80 + "-12edfa3c614e"),
+        ("a/x?y.tar", "x_y.tar-32488e90334b"),  # a path, not a URL: "?" is part of the name
+        ("a/b/", "b-ff3b4c420a39"),
+        ("a/X/", "X-0b5393b56c4c"),
+        ("X.tar", "X.tar-4df0a1e94a0d"),
+        ("\udcff.tar", "_.tar-5fcd958d7bd1"),  # a file name that is not UTF-8, as os.listdir gives it
     ],
 )  # fmt: skip
 def test_sidecar_stems_are_pinned(name, stem):

@@ -48,19 +48,21 @@ def test_ascending_shards_form_one_chain_and_mixed_ones_several(tmp_path):
 @pytest.mark.parametrize("length", [10, 70_000])
 def test_the_last_line_is_found_whatever_its_length(tmp_path, length):
     path = tmp_path / "r.keys"
-    path.write_bytes(key_line("a", 0, 0) + key_line("b" * length, 0, 1))
-    assert keymerge._ends(str(path)) == (key_line("a", 0, 0), key_line("b" * length, 0, 1))
+    path.write_bytes(key_line("a", 0, 0) + key_line("b", 0, 1) + key_line("c" * length, 0, 2))
+    assert keymerge._ends(str(path)) == (key_line("a", 0, 0), key_line("c" * length, 0, 2))
 
 
 def test_shards_left_out_renumber_the_ones_after_them(tmp_path):
     runs = []
-    for shard in (0, 2, 5):
+    kept = (3, 16, 26)  # hex 3, 10, 1a: every digit of the shard field is read as hex
+    for shard in kept:
         path = tmp_path / f"{shard}.keys"
         path.write_bytes(b"".join(key_line(f"{shard}-{i}", shard, i) for i in range(2)))
         runs.append(str(path))
-    remap = [0, 0, 1, 0, 0, 2]
+    remap = [0] * 27
+    remap[3], remap[16], remap[26] = 10, 11, 12  # renumbered to hex a, b, c
     with KeyFileWriter(tmp_path / "out") as writer:
         keymerge.merge_runs(runs, writer, tmp_path, remap)
-    expected = [key_line(f"{shard}-{i}", remap[shard], i) for shard in (0, 2, 5) for i in range(2)]
+    expected = sorted(key_line(f"{shard}-{i}", remap[shard], i) for shard in kept for i in range(2))
     assert (tmp_path / "out").read_bytes() == b"".join(expected)
     assert writer.lines == 6 and writer.repeated == 0
