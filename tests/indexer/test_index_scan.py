@@ -20,7 +20,10 @@ from shardstream.format.keyfile import KeyFile, KeyFileWriter, key_line
 from shardstream.format.scan import scan_file, scan_shard
 
 segment = st.text(alphabet="abcXYZ019_-é", min_size=1, max_size=8)
-key_strategy = st.lists(segment, min_size=1, max_size=3).map("/".join).map(lambda k: k.replace(".", "_"))
+folder = st.text(alphabet="ab.9é", min_size=1, max_size=6).filter(lambda f: f not in (".", ".."))
+# Dots may sit in folder names (the key runs to the first dot after the last slash), not in the last part.
+key_strategy = st.builds(lambda folders, last: "/".join([*folders, last.replace(".", "_")]),
+                         st.lists(folder, max_size=2), segment)  # fmt: skip
 member = st.tuples(st.sampled_from(["jpg", "txt", "json", "0.png", "tar.gz", ""]), st.integers(0, 2000))
 sample_strategy = st.tuples(key_strategy, st.lists(member, min_size=1, max_size=3, unique_by=lambda m: m[0]))
 
