@@ -19,12 +19,12 @@ import numpy as np
 from torch.utils.data import Dataset
 
 from shardstream.errors import FormatError, ShardReadError
-from shardstream.format import decode_offsets, iter_samples
+from shardstream.format import iter_samples
 from shardstream.format.keyfile import IDX_SUFFIX, KeyFile
 
 from .dataset import make_decoder
 from .httpoptions import HttpOptions
-from .openers import OpenOptions, read_range, read_small, seekable
+from .openers import OpenOptions, read_range, read_small
 from .shardopener import ShardOpener
 from .shards import ShardList
 
@@ -69,6 +69,7 @@ class ShardMap(Dataset):  # type: ignore[type-arg]
                                     audio_mono=audio_mono, video_frames=video_frames, decoders=decoders,
                                     fields=tuple(fields) if fields else None)  # fmt: skip
         self.offsets_cache = offsets_cache
+        self._opener = ShardOpener(self.shards, self.options)  # sidecars and the no-sidecar fallback
         self._offsets: OrderedDict[int, Any] = OrderedDict()
         self._keys: KeyFile | None = None
 
@@ -122,7 +123,7 @@ class ShardMap(Dataset):  # type: ignore[type-arg]
         url = self.shards.urls[shard]
         offsets = self._shard_offsets(shard)
         if offsets is None:  # no sidecar or a compressed shard: read from the start
-            return ShardOpener(self.shards, self.options).read_one(shard, sample)
+            return self._opener.read_one(shard, sample)
         start, end = int(offsets[sample]), int(offsets[sample + 1])
         data = read_range(url, start, end, self.options)
         for found in iter_samples(io.BytesIO(data), url=url, start=start, ends=(end,)):
@@ -133,12 +134,7 @@ class ShardMap(Dataset):  # type: ignore[type-arg]
         if shard in self._offsets:
             self._offsets.move_to_end(shard)
             return self._offsets[shard]
-        offsets = None
-        if seekable(self.shards.urls[shard]):
-            url = self.shards.offsets_url(shard)
-            data = read_small(url, self.options)
-            if data is not None:
-                offsets = decode_offsets(data, source=url, samples=int(self.shards.counts[shard]))  # type: ignore[index]
+        offsets = self._opener.load_offsets(shard)
         self._offsets[shard] = offsets
         if len(self._offsets) > self.offsets_cache:
             self._offsets.popitem(last=False)

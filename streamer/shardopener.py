@@ -47,7 +47,7 @@ class ShardOpener:
         """The shard's sample offsets (array of n+1) or None when it has no sidecar or cannot seek."""
         if self._offsets_cache is not None and self._offsets_cache[0] == shard:
             return self._offsets_cache[1]
-        values = self._load_offsets(shard)
+        values = self.load_offsets(shard)
         self._offsets_cache = (shard, values)
         return values
 
@@ -56,7 +56,7 @@ class ShardOpener:
         offsets = self.offsets(shard)
         return int(offsets[index]) if offsets is not None and index < len(offsets) else None
 
-    def _load_offsets(self, shard: int) -> Any:
+    def load_offsets(self, shard: int) -> Any:
         """Thread-safe: touches no opener state (the read-ahead thread calls it too)."""
         if not seekable(self.shards.urls[shard]):
             return None
@@ -122,7 +122,7 @@ class ShardOpener:
 
     def _opener_for(self, segment: Segment) -> Callable[[], tuple[Any, BinaryIO]]:
         def open_segment() -> tuple[Any, BinaryIO]:
-            offsets = self._load_offsets(segment.shard)
+            offsets = self.load_offsets(segment.shard)
             return offsets, self._open(segment.shard, segment.start, offsets)
 
         return open_segment

@@ -17,6 +17,7 @@ from typing import Any, BinaryIO
 from ..buffers import read_into
 from ..errors import ShardReadError
 from .constants import BLOCK
+from .keys import split_member_name
 from .tarread import (
     _GLOBAL_PAX,
     _LONGNAME,
@@ -85,15 +86,17 @@ class _Blocks:
             self.view.release()
             self.buf.extend(bytes(want - len(self.buf)))
             self.view = memoryview(self.buf)
-        while self.end < want:
-            got = read_into(self.stream, self.view[self.end : want])
-            if not got:
-                break
-            if self.digest is not None:
-                self.digest.update(self.view[self.end : self.end + got])
+        while self.end < want and (got := self._read(self.end, want)):
             self.end += got
-            self.read_to += got
         return 0 if self.end >= n else -1
+
+    def _read(self, start: int, stop: int) -> int:
+        """Read into ``buf[start:stop]``; what came is hashed (for the checksum) and counted."""
+        got = read_into(self.stream, self.view[start:stop])
+        if got and self.digest is not None:
+            self.digest.update(self.view[start : start + got])
+        self.read_to += got
+        return got
 
     def _skip_to(self, offset: int) -> bool:
         if self.seek:
@@ -101,20 +104,14 @@ class _Blocks:
             self.read_to = offset
             return True
         while self.read_to < offset:
-            got = read_into(self.stream, self.view[: min(len(self.buf), offset - self.read_to)])
-            if not got:
+            if not self._read(0, min(len(self.buf), offset - self.read_to)):
                 return False
-            if self.digest is not None:
-                self.digest.update(self.view[:got])
-            self.read_to += got
         return True
 
     def drain(self) -> int:
         """Read the rest (for the digest) and return the stream's length."""
-        while got := read_into(self.stream, self.view):
-            if self.digest is not None:
-                self.digest.update(self.view[:got])
-            self.read_to += got
+        while self._read(0, len(self.buf)):
+            pass
         return self.read_to
 
 
@@ -193,8 +190,7 @@ def scan_shard(stream: BinaryIO, *, url: str, checksum: bool = False, size: int 
                     continue
                 name = long_name if long_name is not None else pax.get("path") or _header_name(header)
                 pax, long_name, first_header = {}, None, None
-                dot = name.find(".", name.rfind("/") + 1)
-                name_key, ext = (name[:dot], name[dot + 1 :]) if dot >= 0 else (name, "")
+                name_key, ext = split_member_name(name)
                 data_at = offset + BLOCK
             end = data_at + member_size + (-member_size % BLOCK)
             if name_key != key:
