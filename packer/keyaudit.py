@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import heapq
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 _MAX_OPEN = 256
@@ -28,9 +28,9 @@ def _read(path: Path, tag: str) -> Iterator[tuple[str, str]]:
             yield line[:-1], tag
 
 
-def _merge_to_file(sources: list[tuple[Path, str]], out: Path) -> None:
+def _merge_to_file(streams: list[Iterator[tuple[str, str]]], out: Path) -> None:
     with open(out, "w", encoding="utf-8", errors="surrogateescape") as handle:
-        for key, tag in heapq.merge(*(_read(p, t) for p, t in sources)):
+        for key, tag in heapq.merge(*streams):
             handle.write(f"{key}\t{tag}\n")
 
 
@@ -45,20 +45,21 @@ def find_duplicates(key_files: list[tuple[Path, str]], scratch: Path) -> Iterato
     """Yield (key, shards holding it) for every key found in more than one shard.
 
     ``key_files`` pairs each sorted key file with its shard name. More than 256 files are merged in rounds
-    so the number of open files stays bounded.
+    through scratch files, as many rounds as it takes, so the number of open files stays bounded at any
+    number of shards.
     """
-    streams: list[Iterator[tuple[str, str]]]
-    if len(key_files) <= _MAX_OPEN:
-        streams = [_read(path, tag) for path, tag in key_files]
-    else:
-        merged = []
-        for start in range(0, len(key_files), _MAX_OPEN):
-            out = scratch / f"merge-{start // _MAX_OPEN:06d}.tsv"
-            _merge_to_file(key_files[start : start + _MAX_OPEN], out)
-            merged.append(out)
-        if len(merged) > _MAX_OPEN:
-            raise ValueError("more than 65,536 shards: duplicate-key audit needs a deeper merge")
-        streams = [_read_tagged(path) for path in merged]
+    # Streams are made per group as it is merged, so that none is held for a file not yet open.
+    opened: Callable[[int, int], list[Iterator[tuple[str, str]]]]
+    opened = lambda lo, hi: [_read(path, tag) for path, tag in key_files[lo:hi]]  # noqa: E731
+    count, round_number = len(key_files), 0
+    while count > _MAX_OPEN:
+        merged: list[Path] = []
+        for start in range(0, count, _MAX_OPEN):
+            merged.append(scratch / f"merge-{round_number}-{start // _MAX_OPEN:06d}.tsv")
+            _merge_to_file(opened(start, start + _MAX_OPEN), merged[-1])
+        opened = lambda lo, hi, merged=merged: [_read_tagged(path) for path in merged[lo:hi]]  # noqa: E731
+        count, round_number = len(merged), round_number + 1
+    streams = opened(0, count)
     current: str | None = None
     holders: list[str] = []
     for key, tag in heapq.merge(*streams):

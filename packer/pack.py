@@ -16,6 +16,7 @@ from shardstream.format import (
     REJECTS_NAME,
     SHARD_SUFFIX,
     DatasetIndex,
+    shard_digits,
     shard_name,
     shard_pattern,
 )
@@ -29,7 +30,7 @@ from .options import PackOptions
 from .rejects import RejectsReport
 from .sample import Reject, Sample
 from .shardwriter import TarShardWriter, encode_sample
-from .sources import open_source
+from .sources import Slice, open_source
 from .summary import DUPLICATE_ACROSS_SHARDS, PackSummary, summary_from_index
 
 
@@ -39,16 +40,25 @@ class ProgressHook:
     def sample(self, nbytes: int) -> None: ...
     def shard(self, count: int) -> None: ...
     def reject(self, reject: Reject) -> None: ...
+    def part(self, samples: int, nbytes: int, shards: int) -> None:
+        """A whole part packed elsewhere (a Ray task): its samples, payload bytes and shards at once."""
 
 
-def _existing_outputs(outdir: Path) -> list[Path]:
-    names = (INDEX_NAME, JOURNAL_NAME, WORK_DIR_NAME)
+def existing_outputs(outdir: Path) -> list[Path]:
+    """What a pack would write in OUTDIR, found there already (a pack in parts' folder included)."""
+    from .cluster.plan import PARTS_DIR_NAME
+
+    names = (INDEX_NAME, JOURNAL_NAME, WORK_DIR_NAME, PARTS_DIR_NAME)
     return sorted(
         p for p in outdir.iterdir() if p.name in names or p.name.endswith((SHARD_SUFFIX, ".tar.gz", ".tgz"))
     )
 
 
-def _clear_outputs(outdir: Path, prefix: str) -> None:
+def clear_outputs(outdir: Path, prefix: str) -> None:
+    """``--overwrite``: this dataset's shards, sidecars, index, rejects and work folders go."""
+    from .cluster.plan import remove_parts
+
+    remove_parts(outdir)
     for path in outdir.iterdir():
         ours = path.name.startswith(f"{prefix}-") and path.name.endswith((SHARD_SUFFIX, OFFSETS_SUFFIX))
         hidden_tmp = path.name.startswith(f".{prefix}-") and path.name.endswith(".tmp")
@@ -57,30 +67,43 @@ def _clear_outputs(outdir: Path, prefix: str) -> None:
     shutil.rmtree(outdir / WORK_DIR_NAME, ignore_errors=True)
 
 
-class _Packer:
-    def __init__(self, source: str, outdir: Path, options: PackOptions, hook: ProgressHook) -> None:
+class Packer:
+    """One ordered stream of SOURCE (or of one slice of it) into shards in OUTDIR, journaled per shard."""
+
+    def __init__(
+        self,
+        source: str,
+        outdir: Path,
+        options: PackOptions,
+        hook: ProgressHook,
+        *,
+        part: Slice | None = None,
+        journal_options: dict[str, object] | None = None,
+    ) -> None:
         self.source = source
         self.outdir = outdir
         self.options = options
         self.hook = hook
-        self.output_options = options.output_options(os.path.abspath(source))
+        self.part = part
+        self.output_options = journal_options or options.output_options(os.path.abspath(source))
         self.journal = Journal(outdir / JOURNAL_NAME)
         self.work = outdir / WORK_DIR_NAME
         self.progress = PackProgress()
         self.writer: TarShardWriter | None = None
+        self.consumed = 0  # source items read to the end of the run, the ones after the last shard too
 
     # -- setup -----------------------------------------------------------------------------------------
     def prepare(self) -> bool:
         """Make OUTDIR ready; return True when a finished pack with these options is already there."""
         self.outdir.mkdir(parents=True, exist_ok=True)
-        existing = _existing_outputs(self.outdir)
+        existing = existing_outputs(self.outdir)
         if existing and self.options.overwrite:
             # Only this dataset's files go; other prefixes' shards in OUTDIR are left as they are.
-            _clear_outputs(self.outdir, self.options.prefix)
+            clear_outputs(self.outdir, self.options.prefix)
             existing = []
         if self.options.resume and self.journal.path.exists():
             self.progress = self.journal.load(self.output_options)
-            self._check_published()
+            self.check_published()
             return False
         if self.options.resume and (self.outdir / INDEX_NAME).exists():
             done = DatasetIndex.load(self.outdir / INDEX_NAME)
@@ -99,7 +122,7 @@ class _Packer:
         self.journal.start(self.output_options)
         return False
 
-    def _check_published(self) -> None:
+    def check_published(self) -> None:
         for entry in self.progress.shards:
             path = self.outdir / entry.name
             if not path.exists() or path.stat().st_size != entry.size:
@@ -124,6 +147,7 @@ class _Packer:
             media_fields=o.media_fields,
             member_naming=o.member_naming,
             manifest_format=o.manifest_format,
+            part=self.part,
         )
         media = o.media if o.media.active else None
         # Skipping on resume parses the source but opens no media file.
@@ -143,6 +167,7 @@ class _Packer:
                 position += 1
             if self.writer is not None:
                 self._publish(position, rejects)
+            self.consumed = position
         except BaseException:
             if self.writer is not None:
                 self.writer.abort()
@@ -162,7 +187,7 @@ class _Packer:
             self._publish(position, rejects)
         if self.writer is None:
             number = len(self.progress.shards)
-            path = self.outdir / shard_name(self.options.prefix, number)
+            path = self.outdir / shard_name(self.options.prefix, number, shard_digits(number + 1))
             self.writer = TarShardWriter(
                 path, max_size=self.options.max_size, max_count=self.options.max_count
             )
@@ -197,18 +222,20 @@ class _Packer:
     # -- the end ---------------------------------------------------------------------------------------
     def audit_keys(self, rejects: RejectsReport) -> int:
         files = [(self.work / f"{e.name}.keys", e.name) for e in self.progress.shards]
-        count = 0
-        for key, holders in find_duplicates(files, self.work):
-            count += 1
-            reject = Reject(
-                key,
-                f"key is in {len(holders)} shards: {', '.join(holders)} (kept in all)",
-                DUPLICATE_ACROSS_SHARDS,
-            )
-            if self.options.strict:
-                raise PackError(f"key {key!r}: {reject.reason} (--strict)")
-            rejects.write(reject)
-        return count
+        return audit_keys(files, self.work, rejects, strict=self.options.strict)
+
+
+def audit_keys(files: list[tuple[Path, str]], scratch: Path, rejects: RejectsReport, *, strict: bool) -> int:
+    """Report every key held by more than one shard (``files``: sorted key file, shard name); the count."""
+    count = 0
+    for key, holders in find_duplicates(files, scratch):
+        count += 1
+        where = f"key is in {len(holders)} shards: {', '.join(holders)} (kept in all)"
+        reject = Reject(key, where, DUPLICATE_ACROSS_SHARDS)
+        if strict:
+            raise PackError(f"key {key!r}: {reject.reason} (--strict)")
+        rejects.write(reject)
+    return count
 
 
 def pack(
@@ -225,7 +252,7 @@ def pack(
     out = Path(outdir)
     if not os.path.exists(source):
         raise PackError(f"{source}: no such directory or manifest file")
-    packer = _Packer(source, out, options, hook or ProgressHook())
+    packer = Packer(source, out, options, hook or ProgressHook())
     if packer.prepare():
         return summary_from_index(out, started)
     with RejectsReport(out / REJECTS_NAME, keep_bytes=packer.progress.rejects_bytes) as rejects:
@@ -244,8 +271,10 @@ def pack(
         duplicates = packer.audit_keys(rejects)
         rejects.flush()
         any_rejects = rejects.count_total > 0
+    count = len(progress.shards)
     index = DatasetIndex(
-        pattern=shard_pattern(options.prefix, len(progress.shards)),
+        # Past 10^6 shards the names widened on the way (7 digits and more): the rows name them.
+        pattern=shard_pattern(options.prefix, count) if shard_digits(count) == shard_digits(1) else None,
         shards=progress.shards,
         fields=progress.fields,
         options=packer.output_options,

@@ -30,6 +30,15 @@ class RejectsReport:
         self._handle.write(line.encode("utf-8", "surrogateescape"))
         self.count_total += 1
 
+    def append_report(self, path: Path, nbytes: int) -> None:
+        """Copy the first ``nbytes`` of another report (whole lines) after what is here."""
+        with open(path, "rb") as source:
+            data = source.read(nbytes)
+        if len(data) != nbytes:
+            raise OSError(f"{path}: holds {len(data)} bytes of rejects, {nbytes} were reported")
+        self._handle.write(data)
+        self.count_total += data.count(b"\n")
+
     def flush(self) -> int:
         self._handle.flush()
         os.fsync(self._handle.fileno())

@@ -11,8 +11,19 @@ from ..sample import Reject, SamplePlan
 from .directory import walk_directory
 from .manifest import ManifestSource
 from .records import detect_format, read_records
+from .slices import Slice, csv_slices, directory_slices, json_array_slices, jsonl_slices, parquet_slices
 
-__all__ = ["ManifestSource", "detect_format", "open_source", "read_records", "walk_directory"]
+__all__ = [
+    "ManifestSource",
+    "Slice",
+    "cut_source",
+    "detect_format",
+    "open_source",
+    "read_records",
+    "walk_directory",
+]
+
+_CUTTERS = {"jsonl": jsonl_slices, "json": json_array_slices, "csv": csv_slices, "parquet": parquet_slices}
 
 
 def open_source(
@@ -23,16 +34,14 @@ def open_source(
     media_fields: tuple[str, ...] | None = None,
     member_naming: str = "ext",
     manifest_format: str | None = None,
+    part: Slice | None = None,
 ) -> Iterable[SamplePlan | Reject]:
+    """SOURCE's sample plans and rejects in its one fixed order, or only ``part``'s share of them."""
     path = os.fspath(source)
     if os.path.isdir(path):
-        return walk_directory(path)
+        return walk_directory(path, part)
     if os.path.isfile(path):
-        if manifest_format is None and detect_format(path) is None:
-            raise PackError(
-                f"{path}: not a directory and not a manifest this packer knows by its name "
-                "(.jsonl, .ndjson, .json, .csv, .parquet); pass --manifest-format to say which"
-            )
+        _check_manifest(path, manifest_format)
         return ManifestSource(
             path,
             media_root=media_root,
@@ -40,5 +49,28 @@ def open_source(
             media_fields=media_fields,
             member_naming=member_naming,
             manifest_format=manifest_format,
+            part=part,
         )
     raise PackError(f"{path}: no such directory or manifest file")
+
+
+def _check_manifest(path: str, manifest_format: str | None) -> None:
+    if manifest_format is None and detect_format(path) is None:
+        raise PackError(
+            f"{path}: not a directory and not a manifest this packer knows by its name "
+            "(.jsonl, .ndjson, .json, .csv, .parquet); pass --manifest-format to say which"
+        )
+
+
+def cut_source(source: str, rows: int, manifest_format: str | None = None) -> list[Slice]:
+    """SOURCE cut into slices of about ``rows`` records (whole Parquet row groups; a folder's items)."""
+    if rows < 1:
+        raise ValueError(f"partition_rows must be >= 1, not {rows}")
+    if os.path.isdir(source):
+        slices = directory_slices(source, rows)
+    elif os.path.isfile(source):
+        _check_manifest(source, manifest_format)
+        slices = _CUTTERS[manifest_format or detect_format(source) or ""](source, rows)
+    else:
+        raise PackError(f"{source}: no such directory or manifest file")
+    return slices or [Slice(0, 0)]

@@ -6,26 +6,42 @@ import os
 import stat
 from collections.abc import Iterator
 
-from shardstream.errors import KeyRuleError
+from shardstream.errors import KeyRuleError, PackError
 from shardstream.format import check_key, normalize_extension
 
 from ..sample import MemberPlan, Reject, SamplePlan
+from .slices import Slice
 
 
 def _inside(path: str, root: str) -> bool:
     return path == root or path.startswith(root + os.sep)
 
 
-def walk_directory(root: str | os.PathLike[str]) -> Iterator[SamplePlan | Reject]:
+def walk_directory(root: str | os.PathLike[str], part: Slice | None = None) -> Iterator[SamplePlan | Reject]:
     """Yield a plan per key, in sorted order, and a reject for every file that cannot be a member.
 
-    Memory is O(largest directory): entries are listed and sorted one directory at a time.
+    Memory is O(largest directory): entries are listed and sorted one directory at a time. ``part``
+    walks one slice: from the key it starts at (skipping what sorts before it, unlisted) to the key the
+    next slice starts at.
     """
     top = os.path.realpath(root)
-    yield from _walk(top, "", top, frozenset({top}))
+    start = None if part is None or part.start is None else str(part.start)
+    stop = part.stop if part is not None else None
+    for item in _walk(top, "", top, frozenset({top}), start.split("/") if start else None):
+        if start is not None and not (isinstance(item, SamplePlan) and item.key == start):
+            raise PackError(
+                f"{root}: this slice starts at key {start!r}, which is gone: the folder changed since the "
+                "plan was made; plan again (pack --overwrite)"
+            )
+        start = None
+        if stop is not None and isinstance(item, SamplePlan) and item.key == stop:
+            return
+        yield item
 
 
-def _walk(directory: str, rel: str, top: str, ancestors: frozenset[str]) -> Iterator[SamplePlan | Reject]:
+def _walk(
+    directory: str, rel: str, top: str, ancestors: frozenset[str], cursor: list[str] | None = None
+) -> Iterator[SamplePlan | Reject]:
     try:
         entries = sorted(os.scandir(directory), key=lambda entry: entry.name)
     except OSError as exc:
@@ -36,7 +52,8 @@ def _walk(directory: str, rel: str, top: str, ancestors: frozenset[str]) -> Iter
     for entry in entries:
         found = _classify(entry, top, ancestors)
         if isinstance(found, Reject):
-            yield found
+            if cursor is None:  # a slice entering mid-folder: the folder's rejects went to an earlier one
+                yield found
             continue
         kind, real = found
         if kind == "dir":
@@ -51,6 +68,15 @@ def _walk(directory: str, rel: str, top: str, ancestors: frozenset[str]) -> Iter
     # Subdirectories and keys share one sorted order, so output order never depends on scandir order.
     order.sort(key=lambda item: (item[0], item[1]))
     for name, kind, payload in order:
+        if cursor is not None:
+            here = (cursor[0], "dir" if len(cursor) > 1 else "key")
+            if (name, kind) < here:
+                groups.pop(payload, None)
+                continue
+            inner, cursor = (cursor[1:] if (name, kind) == here and kind == "dir" else None), None
+            if inner:
+                yield from _walk(payload, f"{rel}{name}/", top, ancestors | {payload}, inner)
+                continue
         if kind == "dir":
             yield from _walk(payload, f"{rel}{name}/", top, ancestors | {payload})
         else:

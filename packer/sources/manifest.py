@@ -18,6 +18,7 @@ from shardstream.mediatypes import FILE_MEMBER_EXTENSIONS
 
 from ..sample import MemberPlan, Reject, SamplePlan
 from .records import read_records
+from .slices import Slice
 
 _FIELD_CLEAN = re.compile(r"[^a-z0-9_-]+")
 MEMBER_NAMINGS = ("ext", "field")
@@ -52,8 +53,10 @@ class ManifestSource:
         media_fields: Sequence[str] | None = None,
         member_naming: str = "ext",
         manifest_format: str | None = None,
+        part: Slice | None = None,
     ) -> None:
         self.path = os.fspath(path)
+        self.part = part
         self.media_root = os.fspath(media_root) if media_root else os.path.dirname(os.path.abspath(self.path))
         self.key_field = key_field
         self.media_fields = frozenset(media_fields) if media_fields else None
@@ -61,7 +64,7 @@ class ManifestSource:
         self.manifest_format = manifest_format
 
     def __iter__(self) -> Iterator[SamplePlan | Reject]:
-        for number, record, error in read_records(self.path, self.manifest_format):
+        for number, record, error in read_records(self.path, self.manifest_format, self.part):
             where = f"{self.path}:record {number}"
             if error is not None:
                 yield Reject(where, error, "bad-record")

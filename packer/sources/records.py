@@ -1,4 +1,8 @@
-"""Manifest readers: JSONL, JSON array, CSV and Parquet, streamed record by record, never loaded whole."""
+"""Manifest readers: JSONL, JSON array, CSV and Parquet, streamed record by record, never loaded whole.
+
+Each reader can start at a slice's cut (a byte offset, a row group, a record number) and stop after its
+count, so a cluster part reads only its share; record numbers stay global either way.
+"""
 
 from __future__ import annotations
 
@@ -6,14 +10,18 @@ import csv
 import json
 import os
 from collections.abc import Callable, Iterator
+from itertools import islice
 from typing import Any
 
 from shardstream.errors import PackError
+
+from .slices import Slice
 
 RecordOrError = tuple[int, Any, str | None]  # (record number, record or None, error message or None)
 
 FORMATS = ("jsonl", "json", "csv", "parquet")
 _SUFFIXES = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".csv": "csv", ".parquet": "parquet"}
+PARQUET_BATCH = 1024
 
 
 def detect_format(path: str) -> str | None:
@@ -24,58 +32,100 @@ def detect_format(path: str) -> str | None:
     return None
 
 
-def _jsonl(path: str) -> Iterator[RecordOrError]:
-    with open(path, encoding="utf-8", errors="surrogateescape") as handle:
+def jsonl_lines(handle: Any) -> Iterator[tuple[int, bytes]]:
+    """(byte offset, line) of every non-blank line from the handle's position: one record each."""
+    position = handle.tell()
+    for line in handle:
+        start, position = position, position + len(line)
+        if line.strip():
+            yield start, line
+
+
+def _jsonl(path: str, part: Slice | None) -> Iterator[RecordOrError]:
+    with open(path, "rb") as handle:
         number = 0
-        for line in handle:
-            if not line.strip():
-                continue
+        if part is not None:
+            handle.seek(int(part.start or 0))
+            number = part.first
+        lines = jsonl_lines(handle)
+        for _, line in lines if part is None else islice(lines, part.count):
             try:
-                yield number, json.loads(line), None
+                yield number, json.loads(line.decode("utf-8", "surrogateescape")), None
             except json.JSONDecodeError as exc:
                 yield number, None, f"line is not valid JSON ({exc.msg} at column {exc.colno})"
             number += 1
 
 
-def _json_array(path: str) -> Iterator[RecordOrError]:
+def _json_array(path: str, part: Slice | None) -> Iterator[RecordOrError]:
     import ijson
 
+    # A JSON array cannot be entered mid-way: a part parses (and drops) the records before its own.
+    first = part.first if part is not None else 0
+    stop = first + part.count if part is not None else None
     with open(path, "rb") as handle:
         try:
-            for number, record in enumerate(ijson.items(handle, "item", use_float=True)):
+            items = enumerate(ijson.items(handle, "item", use_float=True))
+            for number, record in islice(items, first, stop):
                 yield number, record, None
         except ijson.JSONError as exc:
             raise PackError(f"{path}: not a JSON array of records ({exc}); JSONL files need .jsonl") from exc
 
 
-def _csv(path: str) -> Iterator[RecordOrError]:
-    with open(path, newline="", encoding="utf-8") as handle:
-        reader = csv.DictReader(handle)
-        for number, row in enumerate(reader):
-            if None in row:
-                yield (
-                    number,
-                    None,
-                    f"row has {len(row) - 1 + len(row[None])} cells, header has {len(row) - 1}",
-                )
-                continue
-            yield number, row, None
+class CsvLines:
+    """Text lines of a CSV read as bytes, so the byte offset where each row ends is known (for cuts)."""
+
+    def __init__(self, handle: Any) -> None:
+        self.handle = handle
+        self.position = handle.tell()
+
+    def __iter__(self) -> Iterator[str]:
+        for line in self.handle:
+            self.position += len(line)
+            yield line.decode("utf-8")
 
 
-def _parquet(path: str) -> Iterator[RecordOrError]:
+def csv_rows(handle: Any) -> tuple[list[str], CsvLines, Any]:
+    """The header and a row reader over ``handle``; the caller may seek before reading rows."""
+    lines = CsvLines(handle)
+    reader = csv.reader(lines)
+    return next(reader, []), lines, reader  # no header: an empty file, no records
+
+
+def _csv(path: str, part: Slice | None) -> Iterator[RecordOrError]:
+    with open(path, "rb") as handle:
+        header, lines, reader = csv_rows(handle)
+        if not header:
+            return
+        number = 0
+        if part is not None:
+            handle.seek(int(part.start or 0))
+            lines.position, number = handle.tell(), part.first
+        rows = (row for row in reader if row)  # blank lines are no records, as csv.DictReader skips them
+        for row in rows if part is None else islice(rows, part.count):
+            if len(row) > len(header):
+                yield number, None, f"row has {len(row)} cells, header has {len(header)}"
+            else:
+                # Short rows fill with None, as csv.DictReader does.
+                yield number, dict(zip(header, row + [None] * (len(header) - len(row)), strict=True)), None
+            number += 1
+
+
+def _parquet(path: str, part: Slice | None) -> Iterator[RecordOrError]:
     try:
         import pyarrow.parquet as pq
     except ImportError as exc:
         raise PackError("Parquet manifests need pyarrow: pip install 'shardstream[parquet]'") from exc
-    number = 0
     parquet = pq.ParquetFile(path)
-    for batch in parquet.iter_batches(batch_size=1024):
+    stop = parquet.num_row_groups if part is None or part.stop is None else int(part.stop)
+    groups = None if part is None else range(int(part.start or 0), stop)
+    number = 0 if part is None else part.first
+    for batch in parquet.iter_batches(batch_size=PARQUET_BATCH, row_groups=groups):
         for record in batch.to_pylist():
             yield number, record, None
             number += 1
 
 
-READERS: dict[str, Callable[[str], Iterator[RecordOrError]]] = {
+READERS: dict[str, Callable[[str, Slice | None], Iterator[RecordOrError]]] = {
     "jsonl": _jsonl,
     "json": _json_array,
     "csv": _csv,
@@ -83,7 +133,10 @@ READERS: dict[str, Callable[[str], Iterator[RecordOrError]]] = {
 }
 
 
-def read_records(path: str | os.PathLike[str], fmt: str | None = None) -> Iterator[RecordOrError]:
+def read_records(
+    path: str | os.PathLike[str], fmt: str | None = None, part: Slice | None = None
+) -> Iterator[RecordOrError]:
+    """The manifest's records in order, or only ``part``'s share of them."""
     path = os.fspath(path)
     fmt = fmt or detect_format(path)
     if fmt is None:
@@ -92,4 +145,4 @@ def read_records(path: str | os.PathLike[str], fmt: str | None = None) -> Iterat
         )
     if fmt not in READERS:
         raise ValueError(f"manifest_format must be one of {FORMATS}, not {fmt!r}")
-    return READERS[fmt](path)
+    return READERS[fmt](path, part)

@@ -1,15 +1,16 @@
 """The ``shardstream`` command: one typer app, one module per command group, each loading only what it runs.
 
-pack (``cli/pack.py``), index (``cli/index.py``), info, stats and verify (``cli/inspect.py``), ls and cat
-(``cli/look.py``), stream (``cli/stream.py``), demo (``cli/demo.py``). The packer and the streamer are
-imported inside the commands that use them, so ``shardstream --help``, ``info`` or ``ls`` never pay for torch.
+pack (``cli/pack.py``; its plan, part and commit steps in ``cli/packparts.py``), index (``cli/index.py``),
+info, stats and verify (``cli/inspect.py``), ls and cat (``cli/look.py``), stream (``cli/stream.py``), demo
+(``cli/demo.py``). The packer and the streamer are imported inside the commands that use them, so
+``shardstream --help``, ``info`` or ``ls`` never pay for torch.
 """
 
 from __future__ import annotations
 
 import typer
 
-from . import demo, index, inspect, look, pack, stream
+from . import demo, index, inspect, look, packparts, stream
 
 __all__ = ["app", "main"]
 
@@ -20,7 +21,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-app.command("pack")(pack.pack_command)
+app.add_typer(packparts.pack_app(), name="pack")
 app.command("index")(index.index_command)
 app.command("info")(inspect.info_command)
 app.command("stats")(inspect.stats_command)

@@ -82,6 +82,28 @@ Config = Annotated[
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")]
 
 
+class Engine(str, Enum):
+    local = "local"
+    ray = "ray"
+
+
+PartitionRows = Annotated[
+    int | None,
+    typer.Option(
+        help="Pack in parts of about this many records (whole Parquet row groups; a folder's files): "
+        "plan -> parts -> commit. The same value gives the same bytes on any engine. Default with "
+        "--engine ray: 100000."
+    ),
+]
+EngineOption = Annotated[
+    Engine, typer.Option(help="Where the parts run: local (this process) or ray (Ray core tasks).")
+]
+RayAddress = Annotated[
+    str | None,
+    typer.Option(help="A running Ray cluster (host:port or 'auto'); default: a Ray head just for this pack."),
+]
+
+
 def pack_command(
     ctx: typer.Context,
     source: Source,
@@ -105,6 +127,9 @@ def pack_command(
     strict: Strict = False,
     resume: Resume = False,
     overwrite: Overwrite = False,
+    partition_rows: PartitionRows = None,
+    engine: EngineOption = Engine.local,
+    ray_address: RayAddress = None,
     config: Config = None,
     quiet: Quiet = False,
     as_json: JsonFlag = False,
@@ -115,9 +140,11 @@ def pack_command(
     be packed are skipped, counted and listed in OUTDIR/shardstream-rejects.jsonl (or fatal with --strict).
 
     Example: shardstream pack data/ shards/ --max-size 1GB --workers 4
-    """
-    from packer import pack
 
+    On a cluster: --engine ray [--ray-address HOST:PORT] runs parts as Ray tasks (--workers parts at once);
+    any other scheduler (a SLURM array, Spark) runs `shardstream pack plan|part|commit` (see their --help).
+    A source folder named plan, part or commit is given as ./plan.
+    """
     values = _apply_config(ctx, config, dict(ctx.params))
     try:
         options = _pack_options(values)
@@ -127,7 +154,7 @@ def pack_command(
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            summary = pack(values["source"], values["outdir"], options, hook=bar)
+            summary = _run_pack(values, options, bar)
     except ShardstreamError as exc:
         raise fail(str(exc)) from exc
     except KeyboardInterrupt:
@@ -137,6 +164,27 @@ def pack_command(
     for warning in caught:
         typer.secho(f"warning: {warning.message}", fg=typer.colors.YELLOW, err=True)
     _print_summary(summary, as_json)
+
+
+def _run_pack(values: dict[str, Any], options: Any, bar: Any) -> Any:
+    engine = _enum_value(values.get("engine")) or "local"
+    rows = values.get("partition_rows")
+    if engine == "local" and rows is None:
+        from packer import pack
+
+        return pack(values["source"], values["outdir"], options, hook=bar)
+    from packer.cluster import pack_in_parts
+    from packer.cluster.plan import DEFAULT_PARTITION_ROWS
+
+    return pack_in_parts(
+        values["source"],
+        values["outdir"],
+        options,
+        partition_rows=rows or DEFAULT_PARTITION_ROWS,
+        engine=engine,
+        ray_address=values.get("ray_address"),
+        hook=bar,
+    )
 
 
 def _pack_options(values: dict[str, Any]) -> Any:
@@ -242,8 +290,16 @@ class _Bar:
             self._postfix()
 
     def shard(self, count: int) -> None:
-        self.shards = count
+        self.shards += 1  # shards written by this run (a part's count starts again at each part)
         self._postfix()
+
+    def part(self, samples: int, nbytes: int, shards: int) -> None:
+        self.samples += samples
+        self.bytes += nbytes
+        self.shards += shards
+        if not self.quiet:
+            self.bar.update(samples)
+            self._postfix()
 
     def reject(self, reject: Any) -> None:
         self.rejects += 1

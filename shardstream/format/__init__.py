@@ -12,7 +12,7 @@ from .constants import (
 from .index import DatasetIndex, ShardEntry
 from .keys import check_key, member_name, normalize_extension, split_member_name
 from .offsets import decode_offsets, encode_offsets, offsets_name
-from .patterns import BracePattern, shard_name, shard_pattern
+from .patterns import BracePattern, shard_digits, shard_name, shard_pattern
 from .tarheader import end_of_archive, member_header, member_size
 from .tarread import iter_samples
 from .verify import verify_dataset
@@ -37,6 +37,7 @@ __all__ = [
     "member_size",
     "normalize_extension",
     "offsets_name",
+    "shard_digits",
     "shard_name",
     "shard_pattern",
     "split_member_name",

@@ -108,16 +108,23 @@ class BracePattern(Sequence[str]):
         return f"BracePattern({self.pattern!r})"
 
 
+def shard_digits(count: int) -> int:
+    """Digits in the names of ``count`` shards: six, more when the last number needs them."""
+    return max(DEFAULT_DIGITS, len(str(max(count - 1, 0))))
+
+
 def shard_name(prefix: str, number: int, digits: int = DEFAULT_DIGITS) -> str:
     if number >= 10**digits:
         raise FormatError(f"shard number {number} needs more than {digits} digits")
     return f"{prefix}-{number:0{digits}d}{SHARD_SUFFIX}"
 
 
-def shard_pattern(prefix: str, count: int, digits: int = DEFAULT_DIGITS) -> str:
-    """The brace pattern naming shards 0..count-1, e.g. ``train-{000000..000127}.tar``."""
+def shard_pattern(prefix: str, count: int, digits: int | None = None) -> str:
+    """The brace pattern naming shards 0..count-1, e.g. ``train-{000000..000127}.tar``; by default as
+    wide as ``shard_digits(count)``."""
     if count <= 0:
         raise ValueError("count must be positive")
+    digits = shard_digits(count) if digits is None else digits
     if count == 1:
         return shard_name(prefix, 0, digits)
     return f"{prefix}-{{{0:0{digits}d}..{count - 1:0{digits}d}}}{SHARD_SUFFIX}"

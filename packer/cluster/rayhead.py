@@ -1,0 +1,79 @@
+"""A Ray head on this machine that lives exactly as long as the pack that started it, even after kill -9.
+
+``ray.init()`` leaves Ray's agent processes running when its driver is killed; this head runs in its own
+session, and ends it whole (every process Ray started in it) when the pack's end of its stdin closes.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from shardstream.errors import PackError
+
+_GRACE_SECONDS = 3.0
+AUTH_MODE = "RAY_AUTH_MODE"
+
+
+class LocalHead:
+    def __init__(self, process: subprocess.Popen[bytes], address: str) -> None:
+        self.process = process
+        self.address = address
+
+    @classmethod
+    def start(cls, cpus: int) -> LocalHead:
+        os.environ.setdefault(AUTH_MODE, "token")  # Ray's default for a new cluster, said out loud
+        process = subprocess.Popen(
+            [sys.executable, "-m", "packer.cluster.rayhead", str(cpus)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            start_new_session=True,
+        )
+        assert process.stdout is not None
+        line = process.stdout.readline().decode("utf-8", "replace").strip()
+        if not line.startswith("address "):
+            process.wait()
+            raise PackError(f"could not start a local Ray head: {line or 'it exited'}")
+        return cls(process, line.split(" ", 1)[1])
+
+    def stop(self, *, wait: bool = False) -> None:
+        """End the head's session; ``wait`` until all of it is gone (a few seconds), else in background."""
+        if self.process.stdin is not None and not self.process.stdin.closed:
+            self.process.stdin.close()
+        if wait:
+            self.process.wait()
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def main(cpus: int) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the session-wide TERM below is for Ray's processes
+    port = _free_port()
+    ray = Path(sys.executable).with_name("ray")
+    command = [
+        *(str(ray), "start", "--head", f"--port={port}", f"--num-cpus={cpus}"),
+        *("--node-ip-address=127.0.0.1", "--include-dashboard=false", "--disable-usage-stats"),
+    ]
+    started = subprocess.run(command, capture_output=True, text=True, check=False)
+    if started.returncode != 0:
+        tail = (started.stderr or started.stdout).strip().splitlines()[-1:] or ["no output"]
+        print(f"error: `ray start` exited with {started.returncode}: {tail[0]}", flush=True)
+        os.killpg(0, signal.SIGKILL)
+    print(f"address 127.0.0.1:{port}", flush=True)
+    sys.stdin.buffer.read()  # until the pack closes it, or dies and the kernel does
+    os.killpg(0, signal.SIGTERM)
+    time.sleep(_GRACE_SECONDS)  # Ray's processes end themselves on TERM; what is left after is killed
+    os.killpg(0, signal.SIGKILL)
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]))
