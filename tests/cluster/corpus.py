@@ -6,7 +6,6 @@ import hashlib
 import io
 import json
 import os
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -52,36 +51,27 @@ def make_corpus(root: Path, *, fifo_record: int | None = None) -> Corpus:
 
 
 class FifoServer:
-    """Serves ``png(record)`` to every reader of the FIFO, once ``serve()`` is called; until then readers
-    block in open(): a part is held at a known record, for a test to kill what runs it."""
+    """Holds readers of a FIFO record until ``serve()``: a part is held at a known record, for a test to
+    kill what runs it. Serving puts a plain file with ``png(record)`` in the FIFO's place, and gives the
+    same bytes once to a reader already waiting on the FIFO."""
 
     def __init__(self, path: Path, record: int) -> None:
         self.path, self.data = path, png(record)
-        self.serving = threading.Event()
-        self.stopped = False
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
+        # Read and write: never blocks, and keeps a writer, so readers wait in read(), not in open().
+        self.fd: int | None = os.open(path, os.O_RDWR)
 
     def serve(self) -> None:
-        self.serving.set()
-
-    def _run(self) -> None:
-        self.serving.wait()
-        while not self.stopped:
-            with open(self.path, "wb") as handle:  # blocks until a reader opens
-                if self.stopped:
-                    return
-                handle.write(self.data)
+        if self.fd is None:
+            return
+        staged = self.path.with_name(self.path.name + ".staged")
+        staged.write_bytes(self.data)
+        os.replace(staged, self.path)
+        os.write(self.fd, self.data)  # for a reader that opened the FIFO before the replace
+        os.close(self.fd)  # the last writer gone: that reader then sees the end
+        self.fd = None
 
     def stop(self) -> None:
-        self.stopped = True
-        self.serving.set()
-        try:  # wake a writer blocked in open() with a reader of our own
-            fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK)
-            os.close(fd)
-        except OSError:
-            pass
-        self.thread.join(timeout=5)
+        self.serve()
 
 
 def digests(outdir: Path) -> dict[str, str]:
