@@ -1,6 +1,7 @@
 """The shard list: URLs computed on demand from a brace pattern, a list, or the packer's index.
 
-A pattern costs O(1) memory at any size; an index keeps per-shard counts as one int64 array.
+A pattern costs O(1) memory at any size; an index keeps per-shard counts as one int64 array (for a
+version-2 index, a view of its columns file's bytes: no per-shard object is ever made).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from shardstream.errors import FormatError, redact_url
-from shardstream.format import INDEX_NAME, BracePattern, DatasetIndex, offsets_name
+from shardstream.format import INDEX_NAME, BracePattern, DatasetIndex, ShardColumns, offsets_name
 from shardstream.format.sidecars import offsets_sidecar
 
 from .openers import OpenOptions, join_url, read_small
@@ -122,24 +123,39 @@ class ShardList:
         data = read_small(url, options)
         if data is None:
             raise FormatError(f"{url}: index not found")
-        index = DatasetIndex.from_json(data.decode("utf-8"), source=url)
+        # A version-2 index's columns file is read the same way, beside the index (local, HTTP, fsspec).
+        beside = lambda name: read_small(join_url(url, name), options)  # noqa: E731
+        index = DatasetIndex.from_json(data.decode("utf-8"), source=url, read_columns=beside)
         names: Sequence[str]
-        if index.pattern is None:  # names with gaps or no common pattern: the rows name every shard
-            names = [entry.name for entry in index.shards]
+        if isinstance(index.shards, ShardColumns):  # arrays straight from the file's bytes: nothing per shard
+            names = index.shards.names
+            counts = np.frombuffer(index.shards.column("samples"), dtype="<i8")
+            digests = None
+            if index.checksums:
+                digests = np.frombuffer(index.shards.column("sha256"), dtype=np.uint8).reshape(len(names), 32)
         else:
-            names = BracePattern(index.pattern)
-            # Names come from the pattern (O(1)); the index's own list is only checked against it.
-            if len(names) != len(index.shards) or any(
-                names[i] != index.shards[i].name for i in (0, len(names) - 1)
-            ):
-                raise FormatError(f"{url}: shard names do not follow the pattern {index.pattern!r}")
-        counts = np.fromiter((e.samples for e in index.shards), dtype=np.int64, count=len(index.shards))
-        digests = None
-        if index.checksums:
-            raw = b"".join(bytes.fromhex(e.sha256) for e in index.shards)
-            digests = np.frombuffer(raw, dtype=np.uint8).reshape(len(index.shards), 32)
+            names, counts, digests = _from_rows(index, url)
         offsets_urls = None
         if index.sidecars is not None:
             offsets_urls = _Joined(url, _Sidecars(index.sidecars, names))
         keys_url = join_url(url, index.keys) if index.keys is not None else None
         return cls(_Joined(url, names), counts, redact_url(url), digests, offsets_urls, keys_url)
+
+
+def _from_rows(index: DatasetIndex, url: str) -> tuple[Sequence[str], np.ndarray, np.ndarray | None]:
+    """Names, counts and digests of a version-1 index, whose rows are already ShardEntry objects."""
+    names: Sequence[str]
+    if index.pattern is None:  # names with gaps or no common pattern: the rows name every shard
+        names = [entry.name for entry in index.shards]
+    else:
+        names = BracePattern(index.pattern)
+        # Names come from the pattern (O(1)); the index's own list is only checked against it.
+        ends = (0, len(names) - 1)
+        if len(names) != len(index.shards) or any(names[i] != index.shards[i].name for i in ends):
+            raise FormatError(f"{url}: shard names do not follow the pattern {index.pattern!r}")
+    counts = np.fromiter((e.samples for e in index.shards), dtype=np.int64, count=len(index.shards))
+    digests = None
+    if index.checksums:
+        raw = b"".join(bytes.fromhex(e.sha256) for e in index.shards)
+        digests = np.frombuffer(raw, dtype=np.uint8).reshape(len(index.shards), 32)
+    return names, counts, digests

@@ -16,12 +16,18 @@ from typing import Annotated, Any
 import typer
 
 from ..errors import ShardstreamError, redact_url
+from ..format.constants import INDEX_NAME
 from ..format.index import DatasetIndex
 from ..format.verify import Verification, check_dataset, decode_check
 from ..sizes import format_size
 from .common import IndexArgument, JsonFlag, echo_json, fail, index_path
-from .look import Source, index_url, shard_list
+from .look import Source, index_url, resolve_source, shard_list
 
+IndexSource = Annotated[
+    str,
+    typer.Argument(help=f"An index file, the folder holding {INDEX_NAME}, or a URL of either (a folder URL "
+                   "ends in /: s3://bucket/shards/)."),
+]  # fmt: skip
 VIDEO_FRAMES = 8  # frames decoded per clip by verify --decode, spread over it (all frames could fill memory)
 Decode = Annotated[
     bool,
@@ -31,16 +37,14 @@ Decode = Annotated[
 ]  # fmt: skip
 
 
-def info_command(index: IndexArgument, as_json: JsonFlag = False) -> None:
+def info_command(index: IndexSource, as_json: JsonFlag = False) -> None:
     """Show a packed dataset's index: pattern, shards, samples, bytes, fields.
 
     Example: shardstream info shards/
+
+    Example: shardstream info s3://bucket/shards/ (any URL the streamer reads; a folder URL ends in /)
     """
-    path = index_path(index)
-    try:
-        loaded = DatasetIndex.load(path)
-    except (OSError, ShardstreamError) as exc:
-        raise _index_failure(path, exc) from exc
+    loaded = _load_index(resolve_source(index)) if "://" in index else _load_local_index(Path(index))
     doc = {
         "pattern": loaded.pattern,
         "shards": len(loaded.shards),
@@ -75,8 +79,7 @@ def stats_command(source: Source, as_json: JsonFlag = False) -> None:
     if index is not None and index.field_bytes:
         origin = "index"
         fields = {ext: [index.fields.get(ext, 0), size] for ext, size in index.field_bytes.items()}
-        sizes = [entry.size for entry in index.shards]
-        counts = [entry.samples for entry in index.shards]
+        sizes, counts = index.shard_sizes().tolist(), index.sample_counts().tolist()
     else:
         origin = "scan of the shards' tar headers" + (" (the index has no field_bytes)" if index else "")
         fields, sizes, counts = _scan_all(shards.urls, damaged)
@@ -194,8 +197,16 @@ def _print_stats(doc: dict[str, Any]) -> None:
         typer.echo(f"damaged: {line}")
 
 
+def _load_local_index(index: Path) -> DatasetIndex:
+    path = index_path(index)
+    try:
+        return DatasetIndex.load(path)
+    except (OSError, ShardstreamError) as exc:
+        raise _index_failure(path, exc) from exc
+
+
 def _load_index(url: str) -> DatasetIndex:
-    from streamer.openers import read_small
+    from streamer.openers import join_url, read_small
 
     try:
         data = read_small(url)
@@ -204,8 +215,9 @@ def _load_index(url: str) -> DatasetIndex:
     if data is None:
         raise fail(f"{redact_url(url)}: index not found")
     try:
-        return DatasetIndex.from_json(data.decode("utf-8"), source=redact_url(url))
-    except ShardstreamError as exc:
+        beside = lambda name: read_small(join_url(url, name))  # noqa: E731  (a version-2 index's columns)
+        return DatasetIndex.from_json(data.decode("utf-8"), source=redact_url(url), read_columns=beside)
+    except (OSError, ShardstreamError) as exc:
         raise fail(str(exc)) from exc
 
 

@@ -1,6 +1,7 @@
 """The shard format, defined once and torch-free: keys, brace patterns, tar headers, index, offsets."""
 
 from .atomic import write_atomic
+from .columns import ShardColumns
 from .constants import (
     FORMAT_NAME,
     FORMAT_VERSION,
@@ -26,6 +27,7 @@ __all__ = [
     "SHARD_SUFFIX",
     "BracePattern",
     "DatasetIndex",
+    "ShardColumns",
     "ShardEntry",
     "check_key",
     "decode_offsets",

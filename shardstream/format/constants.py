@@ -1,8 +1,13 @@
 """Format constants in one place: names and versions that packer and streamer must agree on."""
 
 FORMAT_NAME = "shardstream"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 1  # the index's shards as JSON rows: greppable, ~100 bytes and ~1 KB of parsing a shard
+FORMAT_VERSION_COLUMNS = 2  # the shards in a binary columns file beside the index (see format/columns.py)
 INDEX_NAME = "shardstream-index.json"
+COLUMNS_SUFFIX = ".columns"  # an index "NAME.json" keeps its columns in "NAME.columns"
+COLUMNS_NAME = "shardstream-index.columns"
+COLUMNS_MAGIC = b"SSCOLUMN"
+COLUMNS_THRESHOLD = 16_384  # indexes of more shards than this are written as version 2
 OFFSETS_SUFFIX = ".offsets"
 KEYS_NAME = "shardstream-keys"  # the sorted key file (+ ".idx", its block index) for lookup by key
 SIDECARS_DIR = "sidecars"  # where `shardstream index --out` puts offsets when they cannot sit beside shards

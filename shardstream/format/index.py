@@ -1,27 +1,25 @@
-"""The dataset index: one small JSON beside the shards; about 100 bytes per shard, nothing per sample."""
+"""The dataset index: JSON beside the shards; rows inline (greppable) or, past 16k shards, binary columns."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from array import array
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..errors import FormatError
-from .constants import FORMAT_NAME, FORMAT_VERSION
+from .columns import ShardColumns, columns_name, encode_columns
+from .constants import COLUMNS_THRESHOLD, FORMAT_NAME, FORMAT_VERSION, FORMAT_VERSION_COLUMNS
+from .entry import ShardEntry
 
+__all__ = ["COLUMNS_THRESHOLD", "DatasetIndex", "ReadColumns", "ShardEntry"]
 
-@dataclass(frozen=True)
-class ShardEntry:
-    name: str
-    samples: int
-    size: int
-    sha256: str
-
-    def to_row(self) -> list[Any]:
-        return [self.name, self.samples, self.size, self.sha256]
+ReadColumns = Callable[[str], "bytes | None"]  # a name beside the index -> that file's bytes, None if absent
+_REBUILD = "restore the columns file saved with this index, or rebuild the index (shardstream index / pack)"
 
 
 @dataclass
@@ -30,10 +28,14 @@ class DatasetIndex:
     name them. Names are relative to the index's folder, or absolute paths or URLs. ``sidecars`` is the
     folder (relative to the index) holding the offsets sidecars under derived names, when they cannot sit
     beside the shards; ``keys`` names the sorted key file for lookup by key. A sha256 may be "" (not
-    computed: ``shardstream index`` without ``--checksum``)."""
+    computed: ``shardstream index`` without ``--checksum``).
+
+    ``save`` writes version 1 (a JSON row per shard) up to COLUMNS_THRESHOLD shards, version 2 beyond
+    (the shards in a binary columns file beside the index, ``format/columns.py``). Loaded from version 2,
+    ``shards`` is a read-only ShardColumns that makes each ShardEntry on ``[i]``, never all of them."""
 
     pattern: str | None
-    shards: list[ShardEntry]
+    shards: Sequence[ShardEntry]
     fields: dict[str, int] = field(default_factory=dict)
     options: dict[str, Any] = field(default_factory=dict)
     rejected: dict[str, int] = field(default_factory=dict)
@@ -44,20 +46,33 @@ class DatasetIndex:
 
     @property
     def samples(self) -> int:
-        return sum(entry.samples for entry in self.shards)
+        return sum(self.sample_counts())
 
     @property
     def bytes(self) -> int:
-        return sum(entry.size for entry in self.shards)
+        return sum(self.shard_sizes())
 
     def sample_counts(self) -> array:
+        if isinstance(self.shards, ShardColumns):
+            return self.shards.integers("samples")
         return array("q", (entry.samples for entry in self.shards))
 
-    def to_json(self) -> str:
-        # One shard per line keeps the file greppable and diffable; the rest is small.
+    def shard_sizes(self) -> array:
+        if isinstance(self.shards, ShardColumns):
+            return self.shards.integers("bytes")
+        return array("q", (entry.size for entry in self.shards))
+
+    @property
+    def checksums(self) -> bool:
+        """Whether every shard has its sha256 (an index made without ``--checksum`` has none)."""
+        if isinstance(self.shards, ShardColumns):
+            return self.shards.all_sha256
+        return all(entry.sha256 for entry in self.shards)
+
+    def _head(self, version: int) -> dict[str, Any]:
         head = {
             "format": FORMAT_NAME,
-            "version": self.version,
+            "version": version,
             "pattern": self.pattern,
             "shard_columns": ["name", "samples", "bytes", "sha256"],
             "totals": {"shards": len(self.shards), "samples": self.samples, "bytes": self.bytes},
@@ -72,14 +87,26 @@ class DatasetIndex:
             head["sidecars"] = self.sidecars
         if self.keys is not None:
             head["keys"] = self.keys
-        lines = [json.dumps(head, sort_keys=False)[:-1] + ', "shards": [']
+        return head
+
+    def to_json(self) -> str:
+        """Version 1: one shard per line keeps the file greppable and diffable; the rest is small."""
+        lines = [json.dumps(self._head(FORMAT_VERSION), sort_keys=False)[:-1] + ', "shards": [']
         rows = [json.dumps(entry.to_row(), separators=(",", ":")) for entry in self.shards]
         lines.append(",\n".join(rows))
         lines.append("]}\n")
         return "\n".join(lines)
 
+    def to_json_with_columns(self, columns: dict[str, Any]) -> str:
+        """Version 2: the metadata, and ``columns`` ({"name", "bytes", "sha256"}) naming the columns file."""
+        head = {**self._head(FORMAT_VERSION_COLUMNS), "columns": columns}
+        lines = [f" {json.dumps(key)}: {json.dumps(value)}" for key, value in head.items()]  # a key a line
+        return "{\n" + ",\n".join(lines) + "\n}\n"
+
     @classmethod
-    def from_json(cls, text: str, *, source: str = "index") -> DatasetIndex:
+    def from_json(cls, text: str, *, source: str = "index", read_columns: ReadColumns | None = None
+                  ) -> DatasetIndex:  # fmt: skip
+        """``read_columns`` reads a file beside the index (for version 2): a name in, bytes or None out."""
         try:
             doc = json.loads(text)
         except json.JSONDecodeError as exc:
@@ -87,15 +114,18 @@ class DatasetIndex:
         if not isinstance(doc, dict) or doc.get("format") != FORMAT_NAME:
             raise FormatError(f'{source}: not a {FORMAT_NAME} index (no "format": "{FORMAT_NAME}")')
         version = doc.get("version")
-        if version != FORMAT_VERSION:
-            raise FormatError(
-                f"{source}: index version {version!r}; this shardstream reads version {FORMAT_VERSION}"
-            )
+        if version not in (FORMAT_VERSION, FORMAT_VERSION_COLUMNS) or isinstance(version, bool):
+            raise FormatError(f"{source}: index version {version!r}; this shardstream reads versions "
+                              f"{FORMAT_VERSION} and {FORMAT_VERSION_COLUMNS}")  # fmt: skip
         try:
-            shards = [ShardEntry(str(n), int(c), int(s), str(h)) for n, c, s, h in doc["shards"]]
             pattern = doc["pattern"]
             if pattern is not None and not isinstance(pattern, str):
                 raise TypeError(f"pattern {pattern!r} is neither a string nor null")
+            shards: Sequence[ShardEntry]
+            if version == FORMAT_VERSION:
+                shards = [ShardEntry(str(n), int(c), int(s), str(h)) for n, c, s, h in doc["shards"]]
+            else:
+                shards = _read_columns(doc, pattern, source, read_columns)
             return cls(
                 pattern=pattern,
                 shards=shards,
@@ -110,20 +140,72 @@ class DatasetIndex:
         except (KeyError, TypeError, ValueError) as exc:
             raise FormatError(f"{source}: malformed index ({exc!r})") from exc
 
-    @property
-    def checksums(self) -> bool:
-        """Whether every shard has its sha256 (an index made without ``--checksum`` has none)."""
-        return all(entry.sha256 for entry in self.shards)
-
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> DatasetIndex:
         path = Path(path)
-        return cls.from_json(path.read_text(encoding="utf-8"), source=str(path))
 
-    def save(self, path: str | os.PathLike[str]) -> None:
+        def beside(name: str) -> bytes | None:
+            try:
+                return (path.parent / name).read_bytes()
+            except FileNotFoundError:
+                return None
+
+        return cls.from_json(path.read_text(encoding="utf-8"), source=str(path), read_columns=beside)
+
+    def save(self, path: str | os.PathLike[str], *, columns: bool | None = None) -> None:
+        """Version 2 with ``columns=True``, or by default past COLUMNS_THRESHOLD shards: the columns file is
+        published first, the JSON naming it last (each atomically). Version 1 removes a columns file an
+        earlier save left under this index's name."""
         from .atomic import write_atomic
 
-        write_atomic(Path(path), self.to_json().encode("utf-8"))
+        path = Path(path)
+        beside = path.with_name(columns_name(path.name))
+        if not (len(self.shards) > COLUMNS_THRESHOLD if columns is None else columns):
+            write_atomic(path, self.to_json().encode("utf-8"))
+            beside.unlink(missing_ok=True)
+            return
+        held = self.shards
+        if isinstance(held, ShardColumns) and held.pattern == self.pattern:
+            data = held.data  # loaded from columns, names as they were: the same bytes
+        else:
+            data = encode_columns(self.shards, self.pattern)
+        write_atomic(beside, data)
+        record = {"name": beside.name, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+        write_atomic(path, self.to_json_with_columns(record).encode("utf-8"))
+
+
+def _read_columns(doc: dict[str, Any], pattern: str | None, source: str, read: ReadColumns | None
+                  ) -> ShardColumns:  # fmt: skip
+    """A version-2 index's columns file, checked against the size and sha256 the index records for it."""
+    record = doc["columns"]
+    name = _relative_folder(record["name"], source)
+    size, sha256 = int(record["bytes"]), str(record["sha256"])
+    where = _beside(source, str(name))
+    if read is None:
+        raise FormatError(f"{source}: a version-2 index keeps its shards in {where}; read it with "
+                          "DatasetIndex.load(path) or pass read_columns")  # fmt: skip
+    data = read(str(name))
+    if data is None:
+        raise FormatError(f"{where}: missing; the index {source} keeps its shards there (copy the two files "
+                          "together), or rebuild the index (shardstream index / pack)")  # fmt: skip
+    if len(data) != size:
+        raise FormatError(f"{where}: {len(data)} bytes, the index {source} says {size} (truncated, or saved "
+                          f"with another index): {_REBUILD}")  # fmt: skip
+    if hashlib.sha256(data).hexdigest() != sha256:
+        raise FormatError(f"{where}: sha256 differs from the one the index {source} records (damaged, or "
+                          f"saved with another index): {_REBUILD}")  # fmt: skip
+    columns = ShardColumns(data, pattern=pattern, source=where)
+    totals = doc.get("totals")
+    counted = totals.get("shards") if isinstance(totals, dict) else None
+    if counted is not None and counted != len(columns):
+        raise FormatError(f"{where}: {len(columns)} shards, the index {source} says {counted}: {_REBUILD}")
+    return columns
+
+
+def _beside(source: str, name: str) -> str:
+    """``name`` in the folder of ``source`` (a path or URL), for messages."""
+    cut = max(source.rfind("/"), source.rfind("\\"))
+    return source[: cut + 1] + name
 
 
 def _relative_folder(value: Any, source: str) -> str | None:

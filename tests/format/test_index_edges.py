@@ -20,7 +20,7 @@ from shardstream.format import DatasetIndex, ShardEntry
     [
         ("{not json", "not valid JSON"),
         ('{"format": "other"}', "not a shardstream index"),
-        ('{"format": "shardstream", "version": 2}', "index version 2"),
+        ('{"format": "shardstream", "version": 3}', "index version 3"),
         ('{"format": "shardstream", "version": 1}', "malformed index"),
     ],
 )
