@@ -1,7 +1,8 @@
 """Openers by URL scheme, in a name-to-function registry: a shard URL in, a byte stream at an offset out.
 
-Local files and HTTP(S) start at any byte (a seek, a Range request); gzip-compressed shards and pipes
-cannot, so their callers read and skip. Remote objects go through the local cache when one is set.
+Local files, HTTP(S) and fsspec URLs (s3://, gs://, ...) start at any byte (a seek, a Range request);
+gzip-compressed shards and pipes cannot, so their callers read and skip. Remote objects go through the
+local cache when one is set.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from urllib.parse import urlparse
 from shardstream.errors import ShardNotFoundError, ShardReadError
 from shardstream.sizes import parse_size
 
+from .fsspecio import cat, open_at
 from .http import HttpOptions, HttpStream, read_http, redact
 
 Opener = Callable[[str, int, "OpenOptions"], BinaryIO]
@@ -110,26 +112,12 @@ def _open_http(url: str, offset: int, options: OpenOptions) -> BinaryIO:
 
 
 def _open_fsspec(url: str, offset: int, options: OpenOptions) -> BinaryIO:
-    scheme = scheme_of(url)
-    try:
-        import fsspec
-    except ImportError as exc:
-        raise ShardReadError(
-            f"reading {scheme}:// URLs needs fsspec and its {scheme} backend: pip install fsspec "
-            f"(plus e.g. s3fs for s3://, gcsfs for gs://, huggingface_hub for hf://)",
-            url=redact(url),
-        ) from exc
-    try:
-        handle = fsspec.open(url, "rb").open()
-    except ImportError as exc:
-        raise ShardReadError(f"{scheme}:// needs a backend package: {exc}", url=redact(url)) from exc
-    except FileNotFoundError as exc:
-        raise ShardNotFoundError("shard not found", url=redact(url)) from exc
-    except (OSError, ValueError) as exc:
-        raise ShardReadError(f"cannot open: {exc}", url=redact(url)) from exc
-    if offset:
-        handle.seek(offset)
-    return handle
+    return open_at(url, offset)  # type: ignore[return-value]
+
+
+def _is_fsspec(scheme: str) -> bool:
+    """Whether URLs of ``scheme`` go through fsspec: no opener of ours (or a caller's) is registered."""
+    return scheme not in OPENERS
 
 
 def _skip(stream: BinaryIO, count: int, url: str) -> None:
@@ -203,6 +191,8 @@ def read_small(url: str, options: OpenOptions | None = None) -> bytes | None:
     if scheme in ("http", "https"):
         return read_http(url, options.http)
     try:
+        if _is_fsspec(scheme):
+            return cat(url)  # one GET: no HEAD first, no read-ahead
         with _raw_open(url, 0, options) as stream:
             return stream.read()
     except ShardNotFoundError:
@@ -210,7 +200,7 @@ def read_small(url: str, options: OpenOptions | None = None) -> bytes | None:
 
 
 def read_range(url: str, start: int, end: int, options: OpenOptions | None = None) -> bytes:
-    """Bytes [start, end) of an object: one pread locally, one bounded Range request over HTTP."""
+    """Bytes [start, end) of an object: one pread locally, one bounded Range request over HTTP or fsspec."""
     options = options or OpenOptions()
     scheme = scheme_of(url)
     if scheme == "file":
@@ -224,6 +214,8 @@ def read_range(url: str, start: int, end: int, options: OpenOptions | None = Non
     elif scheme in ("http", "https") and options.cache_dir is None:
         with HttpStream(url, start, options.http, end=end) as stream:
             data = _read_exactly(stream, end - start)
+    elif _is_fsspec(scheme) and options.cache_dir is None and not is_compressed(url):
+        data = cat(url, start, end)  # a stream would read ahead a block (s3fs: 50 MiB) past one sample
     else:
         with open_stream(url, start, options) as stream:
             data = _read_exactly(stream, end - start)

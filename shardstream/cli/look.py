@@ -26,8 +26,8 @@ if TYPE_CHECKING:
 
 Source = Annotated[
     str,
-    typer.Argument(help="An index (path, folder or URL), a brace pattern (data/train-{000..009}.tar) or one "
-                   "tar's path."),
+    typer.Argument(help="An index (path, folder, URL, or folder URL ending in /), a brace pattern "
+                   "(data/train-{000..009}.tar) or one tar's path."),
 ]  # fmt: skip
 Limit = Annotated[int | None, typer.Option(min=1, help="Stop after this many samples (default: all).")]
 Key = Annotated[str | None, typer.Argument(help="The sample's key (its __key__), e.g. sample000017.")]
@@ -117,9 +117,16 @@ def cat_command(source: Source, key: Key = None, field: Field = None, position: 
         raise fail(str(exc)) from exc
 
 
+def resolve_source(source: str) -> str:
+    """SOURCE with a folder, local or a URL ending in / (s3://bucket/data/), replaced by its index."""
+    if os.path.isdir(source) or ("://" in source and source.endswith("/")):
+        return os.path.join(source, INDEX_NAME)
+    return source
+
+
 def index_url(source: str) -> str | None:
     """The index a SOURCE names (a .json path or URL, or a folder holding one), else None (a pattern)."""
-    text = os.path.join(source, INDEX_NAME) if os.path.isdir(source) else source
+    text = resolve_source(source)
     return text if text.endswith(".json") else None
 
 
@@ -128,7 +135,7 @@ def shard_list(source: str) -> ShardList:
     from streamer.shards import ShardList
 
     try:
-        return ShardList.from_source(source)
+        return ShardList.from_source(resolve_source(source))
     except (ShardstreamError, ValueError, OSError) as exc:
         raise fail(str(exc)) from exc
 
@@ -157,7 +164,7 @@ def find_sample(source: str, key: str | None, position: int | None) -> Found:
     if shards.counts is not None and (position is not None or shards.keys_url is not None):
         from streamer.shardmap import ShardMap
 
-        mapped = ShardMap(source, decode=False)
+        mapped = ShardMap(resolve_source(source), decode=False)
         if position is not None:
             try:
                 shard, within = mapped.locate(position)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 from shardstream.errors import ShardReadError
@@ -36,7 +38,10 @@ def test_fsspec_urls_read_like_local_ones(index):
     assert _keys(ShardDataset("memory:///openers/shardstream-index.json", decode=False, seed=2)) == local
 
 
-def test_a_scheme_without_its_backend_names_the_package(index):
+def test_a_scheme_without_its_backend_names_the_package(index, monkeypatch):
+    registry = pytest.importorskip("fsspec.registry")
+    monkeypatch.setitem(sys.modules, "s3fs", None)  # as if s3fs were not installed (the test extras have it)
+    monkeypatch.delitem(registry._registry, "s3", raising=False)  # nor loaded by an earlier test
     with pytest.raises(ShardReadError, match=r"s3://.*(s3fs|fsspec)"):
         list(ShardDataset("s3://bucket/train-{0..1}.tar", decode=False))
 
