@@ -5,9 +5,10 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
-from shardstream.errors import RejectedInput
+from shardstream.errors import RejectedInput, redact_url
 
 from .sample import Reject, Sample, SamplePlan
+from .sources.remote import describe, fetch_all, is_url
 
 
 def read_file(path: str) -> bytes:
@@ -24,8 +25,20 @@ def read_file(path: str) -> bytes:
         os.close(fd)
 
 
-def load_sample(plan: SamplePlan, media: object | None = None) -> Sample | Reject:
-    """Read one sample; any unusable member rejects the whole sample, so no sample is packed half."""
+def _read(path: str, fetched: dict[str, bytes | Exception]) -> bytes:
+    if path not in fetched:
+        return read_file(path)
+    found = fetched[path]
+    if isinstance(found, Exception):
+        raise found
+    return found
+
+
+def load_sample(
+    plan: SamplePlan, media: object | None = None, fetched: dict[str, bytes | Exception] | None = None
+) -> Sample | Reject:
+    """Read one sample; any unusable member rejects the whole sample, so no sample is packed half.
+    ``fetched`` holds the sample's media URLs, read beforehand with the rest of its batch."""
     members: list[tuple[str, bytes]] = []
     seen: set[str] = set()
     for member in plan.members:
@@ -34,11 +47,14 @@ def load_sample(plan: SamplePlan, media: object | None = None) -> Sample | Rejec
         else:
             shown = f"{member.path} (field {member.origin!r})" if member.origin else member.path
             try:
-                data = read_file(member.path)  # type: ignore[arg-type]
+                data = _read(member.path, fetched or {})  # type: ignore[arg-type]
             except FileNotFoundError:
-                return Reject(plan.source, f"missing file: {shown}", "missing")
+                return Reject(plan.source, f"missing file: {redact_url(str(shown))}", "missing")
             except OSError as exc:
                 return Reject(plan.source, f"cannot read {shown}: {exc.strerror or exc}", "unreadable")
+            except Exception as exc:  # a remote backend's own errors, at this boundary
+                why = f"cannot read {redact_url(str(shown))}: {describe(exc)}"
+                return Reject(plan.source, why, "unreadable")
             ext = member.ext
             if media is not None:
                 from .media import process_media
@@ -59,4 +75,12 @@ def load_sample(plan: SamplePlan, media: object | None = None) -> Sample | Rejec
 
 
 def load_batch(plans: Sequence[SamplePlan | Reject], media: object | None = None) -> list[Sample | Reject]:
-    return [p if isinstance(p, Reject) else load_sample(p, media) for p in plans]
+    urls = [
+        m.path
+        for p in plans
+        if not isinstance(p, Reject)
+        for m in p.members
+        if m.path is not None and is_url(m.path)
+    ]
+    fetched = fetch_all(urls) if urls else {}
+    return [p if isinstance(p, Reject) else load_sample(p, media, fetched) for p in plans]

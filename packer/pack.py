@@ -20,7 +20,7 @@ from shardstream.format import (
     shard_name,
     shard_pattern,
 )
-from shardstream.format.constants import END_OF_ARCHIVE, JOURNAL_NAME, WORK_DIR_NAME
+from shardstream.format.constants import COLUMNS_NAME, END_OF_ARCHIVE, JOURNAL_NAME, WORK_DIR_NAME
 from shardstream.parallel import ordered_map
 
 from .journal import Journal, PackProgress
@@ -57,12 +57,13 @@ def existing_outputs(outdir: Path) -> list[Path]:
 def clear_outputs(outdir: Path, prefix: str) -> None:
     """``--overwrite``: this dataset's shards, sidecars, index, rejects and work folders go."""
     from .cluster.plan import remove_parts
+    from .cluster.store import LocalStore
 
-    remove_parts(outdir)
+    remove_parts(LocalStore(outdir))
     for path in outdir.iterdir():
         ours = path.name.startswith(f"{prefix}-") and path.name.endswith((SHARD_SUFFIX, OFFSETS_SUFFIX))
         hidden_tmp = path.name.startswith(f".{prefix}-") and path.name.endswith(".tmp")
-        if ours or hidden_tmp or path.name in (INDEX_NAME, JOURNAL_NAME, REJECTS_NAME):
+        if ours or hidden_tmp or path.name in (INDEX_NAME, COLUMNS_NAME, JOURNAL_NAME, REJECTS_NAME):
             path.unlink()
     shutil.rmtree(outdir / WORK_DIR_NAME, ignore_errors=True)
 

@@ -33,19 +33,23 @@ class PackSummary:
 
 
 def summary_from_index(
-    out: Path,
+    out: Path | str,
     started: float,
     *,
     index: DatasetIndex | None = None,
     oversized: int = 0,
     resumed_from_shard: int | None = None,
+    has_rejects: bool | None = None,
 ) -> PackSummary:
-    """The summary of the pack in ``out``: just written (``index`` given) or found finished on disk."""
-    index = index if index is not None else DatasetIndex.load(out / INDEX_NAME)
-    rejects = out / REJECTS_NAME
+    """The summary of the pack in ``out``: just written (``index`` given) or found finished on disk.
+    ``out`` may be a URL when ``index`` and ``has_rejects`` are given."""
+    index = index if index is not None else DatasetIndex.load(Path(out) / INDEX_NAME)
+    rejects = f"{out}/{REJECTS_NAME}" if isinstance(out, str) else str(out / REJECTS_NAME)
+    if has_rejects is None:
+        has_rejects = Path(rejects).exists()
     return PackSummary(
         pattern=index.pattern,
-        index=str(out / INDEX_NAME),
+        index=f"{out}/{INDEX_NAME}" if isinstance(out, str) else str(out / INDEX_NAME),
         shards=len(index.shards),
         samples=index.samples,
         bytes=index.bytes,
@@ -53,7 +57,7 @@ def summary_from_index(
         rejected={k: n for k, n in index.rejected.items() if k != DUPLICATE_ACROSS_SHARDS},
         duplicate_keys=index.rejected.get(DUPLICATE_ACROSS_SHARDS, 0),
         oversized=oversized,
-        rejects=str(rejects) if rejects.exists() else None,
+        rejects=rejects if has_rejects else None,
         seconds=round(time.monotonic() - started, 3),
         resumed_from_shard=len(index.shards) if resumed_from_shard is None else resumed_from_shard,
         fields=dict(sorted(index.fields.items())),

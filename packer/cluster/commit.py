@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from pathlib import Path
 
 from shardstream.errors import PackError
 from shardstream.format import (
@@ -19,25 +18,15 @@ from shardstream.format import (
     shard_name,
     shard_pattern,
 )
-from shardstream.format.atomic import fsync_dir, temp_path
-from shardstream.format.constants import WORK_DIR_NAME
+from shardstream.format.atomic import temp_path
+from shardstream.format.constants import COLUMNS_NAME, WORK_DIR_NAME
 
 from ..pack import audit_keys
 from ..rejects import RejectsReport
 from ..summary import DUPLICATE_ACROSS_SHARDS, PackSummary, summary_from_index
 from .part import PartResult, part_done
-from .plan import Plan, part_dir, parts_dir, remove_parts
-
-
-def _move(source: Path, target: Path) -> None:
-    """Rename, or find it already renamed by an earlier commit that was stopped."""
-    if source.exists():
-        os.replace(source, target)
-    elif not target.exists():
-        raise PackError(
-            f"{source}: missing, and not yet moved to {target.name} either: the part folder was changed "
-            "after the part was done; delete that part's folder and run the part again"
-        )
+from .plan import PARTS_DIR_NAME, PLAN_REL, Plan, part_rel, remove_parts
+from .store import Store, open_store
 
 
 def _sum(counts: list[dict[str, int]]) -> dict[str, int]:
@@ -48,49 +37,53 @@ def _sum(counts: list[dict[str, int]]) -> dict[str, int]:
     return total
 
 
-def _results(out: Path, plan: Plan) -> list[PartResult]:
-    results = [part_done(out, n) for n in range(len(plan.slices))]
+def _results(store: Store, plan: Plan) -> list[PartResult]:
+    results = [part_done(store, n) for n in range(len(plan.slices))]
     missing = [n for n, result in enumerate(results) if result is None]
     if missing:
         shown = ", ".join(map(str, missing[:10])) + (" ..." if len(missing) > 10 else "")
         raise PackError(
-            f"{out}: {len(missing)} of {len(results)} parts are not done ({shown}); run them "
-            f"(`shardstream pack part {out} --part N`) or rerun the pack with --resume"
+            f"{store.shown}: {len(missing)} of {len(results)} parts are not done ({shown}); run them "
+            f"(`shardstream pack part {store.shown} --part N`) or rerun the pack with --resume"
         )
     return results  # type: ignore[return-value]
 
 
-def commit(outdir: str | os.PathLike[str], *, resumed_from_shard: int = 0) -> PackSummary:
+def committed(store: Store) -> bool:
+    return store.exists(INDEX_NAME) and not store.exists(PLAN_REL)
+
+
+def commit(outdir: str | os.PathLike[str] | Store, *, resumed_from_shard: int = 0) -> PackSummary:
     """Turn the finished parts in OUTDIR into one dataset: shards, sidecars, rejects, index."""
     started = time.monotonic()
-    out = Path(outdir)
-    if (out / INDEX_NAME).exists() and not parts_dir(out).exists():
-        remove_parts(out)  # a commit stopped while deleting what it no longer needed
-        return summary_from_index(out, started)
-    plan = Plan.load(out)
-    results = _results(out, plan)
+    store = open_store(outdir)
+    if committed(store):
+        remove_parts(store)  # what a commit stopped while deleting left behind
+        return _summary(store, started, None, 0, resumed_from_shard)
+    plan = Plan.load(store)
+    results = _results(store, plan)
     total = sum(len(r.shards) for r in results)
     digits = shard_digits(total)
     shards: list[ShardEntry] = []
-    keys: list[tuple[Path, str]] = []
+    keys: list[tuple[str, str]] = []
     for result in results:
-        folder = part_dir(out, result.number)
+        folder = part_rel(result.number)
         for entry in result.shards:
             name = shard_name(plan.options.prefix, len(shards), digits)
             # The sidecar first: a shard under its final name always has its offsets beside it.
-            _move(folder / offsets_name(entry.name), out / offsets_name(name))
-            _move(folder / entry.name, out / name)
+            store.publish(f"{folder}/{offsets_name(entry.name)}", offsets_name(name))
+            store.publish(f"{folder}/{entry.name}", name)
             shards.append(ShardEntry(name, entry.samples, entry.size, entry.sha256))
-            keys.append((folder / WORK_DIR_NAME / f"{entry.name}.keys", name))
-    fsync_dir(out)
-    duplicates = _write_rejects(out, plan, results, keys)
+            keys.append((f"{folder}/{WORK_DIR_NAME}/{entry.name}.keys", name))
+    store.settle()
+    duplicates = _write_rejects(store, plan, results, keys)
     samples = sum(r.samples for r in results)
     if samples == 0:
-        remove_parts(out)
+        remove_parts(store)
         skipped = sum(sum(r.rejected.values()) for r in results)
         raise PackError(
             f"{plan.source}: no samples to pack ({skipped} inputs rejected"
-            + (f", see {out / REJECTS_NAME}" if skipped else "")
+            + (f", see {store.shown}/{REJECTS_NAME}" if skipped else "")
             + "); no shard was written"
         )
     rejected = _sum([r.rejected for r in results])
@@ -101,34 +94,63 @@ def commit(outdir: str | os.PathLike[str], *, resumed_from_shard: int = 0) -> Pa
         options=plan.output_options,
         rejected={**rejected, **({DUPLICATE_ACROSS_SHARDS: duplicates} if duplicates else {})},
     )
-    index.save(out / INDEX_NAME)
-    remove_parts(out)
+    _save_index(store, index)
+    remove_parts(store)
+    if store.remote:
+        shutil.rmtree(store.local("commit"), ignore_errors=True)
+        shutil.rmtree(store.local("fetched"), ignore_errors=True)
     oversized = sum(r.oversized for r in results)
+    return _summary(store, started, index, oversized, resumed_from_shard)
+
+
+def _save_index(store: Store, index: DatasetIndex) -> None:
+    """Saved where it is read (a local OUTDIR), or saved in scratch and uploaded: the columns first."""
+    if not store.remote:
+        index.save(store.local(INDEX_NAME))
+        return
+    folder = store.local("commit")
+    folder.mkdir(parents=True, exist_ok=True)
+    index.save(folder / INDEX_NAME)
+    if (folder / COLUMNS_NAME).exists():
+        store.put(folder / COLUMNS_NAME, COLUMNS_NAME)
+    store.put(folder / INDEX_NAME, INDEX_NAME)
+
+
+def _summary(
+    store: Store, started: float, index: DatasetIndex | None, oversized: int, resumed: int
+) -> PackSummary:
+    if not store.remote:
+        return summary_from_index(
+            store.local(""), started, index=index, oversized=oversized, resumed_from_shard=resumed
+        )
+    if index is None:
+        data = store.read(INDEX_NAME)
+        index = DatasetIndex.from_json((data or b"").decode("utf-8"), source=f"{store.shown}/{INDEX_NAME}")
     return summary_from_index(
-        out, started, index=index, oversized=oversized, resumed_from_shard=resumed_from_shard
-    )
+        store.shown, started, index=index, oversized=oversized, resumed_from_shard=resumed,
+        has_rejects=store.exists(REJECTS_NAME),
+    )  # fmt: skip
 
 
-def _write_rejects(
-    out: Path, plan: Plan, results: list[PartResult], keys: list[tuple[Path, str]]
-) -> int:
+def _write_rejects(store: Store, plan: Plan, results: list[PartResult], keys: list[tuple[str, str]]) -> int:
     """The parts' rejects in part order, then the dataset-wide duplicate keys; returns the duplicates."""
-    final = out / REJECTS_NAME
-    tmp = temp_path(final)
-    scratch = parts_dir(out) / "audit"
-    shutil.rmtree(scratch, ignore_errors=True)
-    scratch.mkdir()
-    with RejectsReport(tmp) as report:
+    scratch = store.local("commit" if store.remote else PARTS_DIR_NAME)
+    shutil.rmtree(scratch / "audit", ignore_errors=True)
+    (scratch / "audit").mkdir(parents=True)
+    report_path = scratch / "rejects.jsonl" if store.remote else temp_path(store.local(REJECTS_NAME))
+    with RejectsReport(report_path) as report:
         for result in results:
             if result.rejects_bytes:
-                report.append_report(part_dir(out, result.number) / REJECTS_NAME, result.rejects_bytes)
-        duplicates = audit_keys(keys, scratch, report, strict=plan.options.strict)
+                part_rejects = store.fetch(f"{part_rel(result.number)}/{REJECTS_NAME}")
+                report.append_report(part_rejects, result.rejects_bytes)
+        local_keys = [(store.fetch(rel), name) for rel, name in keys]
+        duplicates = audit_keys(local_keys, scratch / "audit", report, strict=plan.options.strict)
         report.flush()
         any_rejects = report.count_total > 0
     if any_rejects:
-        os.replace(tmp, final)
+        store.put(report_path, REJECTS_NAME)
     else:
-        tmp.unlink()
-        final.unlink(missing_ok=True)
-    shutil.rmtree(scratch)
+        report_path.unlink()
+        store.delete(REJECTS_NAME)
+    shutil.rmtree(scratch / "audit")
     return duplicates

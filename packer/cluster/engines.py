@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import os
 import time
-from pathlib import Path
 
-from shardstream.errors import PackError
-from shardstream.format import INDEX_NAME
+from shardstream.errors import PackError, redact_url
+from shardstream.format import INDEX_NAME, OFFSETS_SUFFIX, REJECTS_NAME, SHARD_SUFFIX, DatasetIndex
+from shardstream.format.constants import COLUMNS_NAME
 
 from ..options import PackOptions
 from ..pack import ProgressHook, clear_outputs, existing_outputs
-from ..summary import PackSummary, summary_from_index
-from .commit import commit
+from ..sources.remote import is_url
+from ..summary import PackSummary
+from .commit import commit, committed
 from .part import PartResult, part_done, run_part
-from .plan import Plan, make_plan, parts_dir, remove_parts
+from .plan import PARTS_DIR_NAME, PLAN_REL, Plan, make_plan, remove_parts
+from .store import Store, open_store
 
 ENGINES = ("local", "ray")
 
@@ -24,21 +26,39 @@ def _changed(before: dict[str, object], after: dict[str, object]) -> str:
     return ", ".join(f"{k}: {before.get(k)!r} -> {after.get(k)!r}" for k in keys)
 
 
-def _prepare(source: str, out: Path, options: PackOptions, rows: int) -> Plan | None:
+def clear_parts_outputs(store: Store, prefix: str) -> None:
+    """``--overwrite``: this dataset's files in OUTDIR go (other prefixes' shards stay)."""
+    if not store.remote:
+        store.local("").mkdir(parents=True, exist_ok=True)
+        clear_outputs(store.local(""), prefix)
+        return
+    remove_parts(store)
+    for name in store.names():
+        ours = name.startswith(f"{prefix}-") and name.endswith((SHARD_SUFFIX, OFFSETS_SUFFIX))
+        if ours or name in (INDEX_NAME, COLUMNS_NAME, REJECTS_NAME):
+            store.delete(name)
+
+
+def _existing(store: Store) -> list[str]:
+    if not store.remote:
+        return [p.name for p in existing_outputs(store.local(""))]
+    return [n for n in store.names() if n in (INDEX_NAME, PARTS_DIR_NAME) or n.endswith(SHARD_SUFFIX)]
+
+
+def _prepare(source: str, store: Store, options: PackOptions, rows: int) -> Plan | None:
     """The plan to run, or None when OUTDIR already holds this finished pack."""
-    out.mkdir(parents=True, exist_ok=True)
-    if not parts_dir(out).exists():
-        remove_parts(out)  # the leftovers of a commit stopped while deleting
     if options.overwrite:
-        clear_outputs(out, options.prefix)
+        clear_parts_outputs(store, options.prefix)
+    if not store.remote:
+        store.local("").mkdir(parents=True, exist_ok=True)
     wanted = make_plan(source, options, rows, cut=False).output_options
-    if parts_dir(out).exists():
+    if store.exists(PLAN_REL):
         if not options.resume:
             raise PackError(
-                f"{out} holds an unfinished pack in parts ({parts_dir(out).name}); pass --resume to continue "
-                "it, --overwrite to start over"
+                f"{store.shown} holds an unfinished pack in parts ({PARTS_DIR_NAME}); pass --resume to "
+                "continue it, --overwrite to start over"
             )
-        plan = Plan.load(out)
+        plan = Plan.load(store)
         changed = _changed(plan.output_options, wanted)
         if changed:
             raise PackError(
@@ -46,21 +66,22 @@ def _prepare(source: str, out: Path, options: PackOptions, rows: int) -> Plan | 
                 "start over with --overwrite"
             )
         return plan
-    if options.resume and (out / INDEX_NAME).exists():
-        from shardstream.format import DatasetIndex
-
-        if DatasetIndex.load(out / INDEX_NAME).options != wanted:
-            raise PackError(f"{out}: holds a finished pack made with other options; use --overwrite")
-        return None
-    existing = existing_outputs(out)
+    if committed(store):
+        remove_parts(store)  # the leftovers of a commit stopped while deleting
+        if options.resume:
+            data = store.read(INDEX_NAME) or b""
+            if DatasetIndex.from_json(data.decode("utf-8"), source=store.shown).options != wanted:
+                raise PackError(f"{store.shown}: holds a finished pack with other options; use --overwrite")
+            return None
+    existing = _existing(store)
     if existing:
-        shown = ", ".join(p.name for p in existing[:3]) + (" ..." if len(existing) > 3 else "")
+        shown = ", ".join(existing[:3]) + (" ..." if len(existing) > 3 else "")
         raise PackError(
-            f"{out} already holds shards or an index ({shown}); pass --overwrite to replace it, or choose an "
-            "empty OUTDIR"
+            f"{store.shown} already holds shards or an index ({shown}); pass --overwrite to replace it, or "
+            "choose an empty OUTDIR"
         )
     plan = make_plan(source, options, rows)
-    plan.save(out)
+    plan.save(store)
     return plan
 
 
@@ -74,31 +95,38 @@ def pack_in_parts(
     ray_address: str | None = None,
     hook: ProgressHook | None = None,
 ) -> PackSummary:
-    """Pack SOURCE in parts of ``partition_rows`` records: the same bytes on any engine and any number of
-    workers; ``--resume`` skips finished parts and continues partial ones from their journals."""
+    """Pack SOURCE in parts of ``partition_rows`` records into OUTDIR (a folder, or an fsspec URL such as
+    s3://bucket/shards): the same bytes on any engine and any number of workers; ``--resume`` skips
+    finished parts and continues partial ones from their journals."""
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {ENGINES}, not {engine!r}")
     started = time.monotonic()
-    out = Path(outdir).resolve()
+    store = open_store(outdir)
+    if is_url(os.fspath(source)):
+        raise PackError(
+            f"{redact_url(os.fspath(source))}: SOURCE must be a local folder or manifest (its records may "
+            "name media by URL, and --media-root may be one); copy the manifest here first"
+        )
     if not os.path.exists(source):
         raise PackError(f"{source}: no such directory or manifest file")
-    plan = _prepare(os.fspath(source), out, options, partition_rows)
+    plan = _prepare(os.fspath(source), store, options, partition_rows)
     if plan is None:
-        return summary_from_index(out, started)
+        return commit(store)
     hook = hook or ProgressHook()
-    done = [part_done(out, n) for n in range(len(plan.slices))]
+    done = [part_done(store, n) for n in range(len(plan.slices))]
     todo = [n for n, result in enumerate(done) if result is None]
     resumed = sum(len(result.shards) for result in done if result is not None)
+    where = store.url if store.remote else str(store.root)  # type: ignore[union-attr]
     if engine == "local":
         for number in todo:
-            run_part(out, number, workers=options.workers, hook=hook)
+            run_part(where, number, workers=options.workers, hook=hook)
     else:
         from .onray import run_on_ray
 
         def finished(result: PartResult) -> None:
             hook.part(result.samples, result.payload_bytes, len(result.shards))
 
-        run_on_ray(out, todo, address=ray_address, in_flight=options.workers, on_done=finished)
-    summary = commit(out, resumed_from_shard=resumed)
+        run_on_ray(where, todo, address=ray_address, in_flight=options.workers, on_done=finished)
+    summary = commit(store, resumed_from_shard=resumed)
     summary.seconds = round(time.monotonic() - started, 3)
     return summary

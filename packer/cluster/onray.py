@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 from shardstream.errors import PackError
@@ -33,7 +32,7 @@ def _import_ray(*, own_head: bool) -> Any:
 
 
 def run_on_ray(
-    outdir: Path,
+    outdir: str,
     numbers: Sequence[int],
     *,
     address: str | None,

@@ -1,7 +1,8 @@
 """One part of a pack in parts: today's packer on one slice, into its own folder, resumable, done marker last.
 
 A part may run anywhere and any number of times (a Ray retry, a requeued SLURM task): a finished part is
-left alone, a partial one continues from its journal, and a lock keeps two runs off the same part.
+left alone, a partial one continues from its journal, and a lock keeps two runs off the same part. For
+an OUTDIR on an object store the part packs in local scratch and uploads its files, the marker last.
 """
 
 from __future__ import annotations
@@ -17,13 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from shardstream.errors import PackError
-from shardstream.format import REJECTS_NAME, ShardEntry
+from shardstream.format import REJECTS_NAME, ShardEntry, offsets_name
 from shardstream.format.atomic import write_atomic
 from shardstream.format.constants import JOURNAL_NAME, WORK_DIR_NAME
 
 from ..pack import Packer, ProgressHook
 from ..rejects import RejectsReport
-from .plan import Plan, part_dir
+from .plan import Plan, part_rel
+from .store import Store, open_store
 
 DONE_NAME = "done.json"
 LOCK_NAME = ".lock"
@@ -47,19 +49,21 @@ class PartResult:
         return json.dumps(doc) + "\n"
 
     @classmethod
-    def load(cls, path: Path) -> PartResult:
+    def from_json(cls, data: bytes, where: str) -> PartResult:
         try:
-            doc = json.loads(path.read_bytes())
+            doc = json.loads(data)
             doc["shards"] = [ShardEntry(*row) for row in doc["shards"]]
             return cls(**doc)
-        except (OSError, ValueError, TypeError, KeyError) as exc:
-            why = f"{path}: unreadable done marker ({exc}); delete its folder to run the part again"
+        except (ValueError, TypeError, KeyError) as exc:
+            why = f"{where}: unreadable done marker ({exc}); delete its folder to run the part again"
             raise PackError(why) from exc
 
 
-def part_done(outdir: Path, number: int) -> PartResult | None:
-    path = part_dir(outdir, number) / DONE_NAME
-    return PartResult.load(path) if path.exists() else None
+def part_done(outdir: str | os.PathLike[str] | Store, number: int) -> PartResult | None:
+    store = open_store(outdir)
+    marker = f"{part_rel(number)}/{DONE_NAME}"
+    data = store.read(marker)
+    return None if data is None else PartResult.from_json(data, f"{store.shown}/{marker}")
 
 
 @contextmanager
@@ -91,25 +95,44 @@ def run_part(
     outdir: str | os.PathLike[str], number: int, *, workers: int = 1, hook: ProgressHook | None = None
 ) -> PartResult:
     """Pack part ``number`` of the plan in OUTDIR (or return it, when already done)."""
-    out = Path(outdir)
-    plan = Plan.load(out)
+    store = open_store(outdir)
+    plan = Plan.load(store)
     if not 0 <= number < len(plan.slices):
-        raise PackError(f"{out}: the plan has parts 0..{len(plan.slices) - 1}, not {number}")
-    done = part_done(out, number)
+        raise PackError(f"{store.shown}: the plan has parts 0..{len(plan.slices) - 1}, not {number}")
+    done = part_done(store, number)
     if done is not None:
         return done
-    folder = part_dir(out, number)
+    folder = store.local(part_rel(number))
     folder.mkdir(parents=True, exist_ok=True)
     with _locked(folder):
-        done = part_done(out, number)  # finished by another run while this one waited to start
+        done = part_done(store, number)  # finished by another run while this one waited to start
         if done is not None:
             return done
-        return _pack_part(plan, out, number, folder, workers, hook or ProgressHook())
+        marker = folder / DONE_NAME
+        if marker.exists():  # packed here, the upload cut short
+            result = PartResult.from_json(marker.read_bytes(), str(marker))
+        else:
+            result = _pack_part(plan, number, folder, workers, hook or ProgressHook())
+        if store.remote:
+            _upload(store, number, folder, result)
+    if store.remote:
+        shutil.rmtree(folder, ignore_errors=True)
+    return result
 
 
-def _pack_part(
-    plan: Plan, out: Path, number: int, folder: Path, workers: int, hook: ProgressHook
-) -> PartResult:
+def _upload(store: Store, number: int, folder: Path, result: PartResult) -> None:
+    """Every file the commit needs, then the done marker: a part is done once its marker is there."""
+    rel = part_rel(number)
+    for entry in result.shards:
+        store.put(folder / offsets_name(entry.name), f"{rel}/{offsets_name(entry.name)}")
+        store.put(folder / entry.name, f"{rel}/{entry.name}")
+        store.put(folder / WORK_DIR_NAME / f"{entry.name}.keys", f"{rel}/{WORK_DIR_NAME}/{entry.name}.keys")
+    if result.rejects_bytes:
+        store.put(folder / REJECTS_NAME, f"{rel}/{REJECTS_NAME}")
+    store.put(folder / DONE_NAME, f"{rel}/{DONE_NAME}")
+
+
+def _pack_part(plan: Plan, number: int, folder: Path, workers: int, hook: ProgressHook) -> PartResult:
     part = plan.slices[number]
     journal_options: dict[str, Any] = {**plan.output_options, "part": number, "slice": part.to_json()}
     options = replace(plan.options, workers=workers)
@@ -123,12 +146,12 @@ def _pack_part(
     with RejectsReport(folder / REJECTS_NAME, keep_bytes=packer.progress.rejects_bytes) as rejects:
         packer.run(rejects)
         rejects_bytes = rejects.flush()
-    progress = packer.progress
     if packer.consumed != part.count:
         raise PackError(
             f"{plan.source}: part {number} should hold {part.count} records or items but read "
             f"{packer.consumed}: the source changed since the plan was made; plan again (--overwrite)"
         )
+    progress = packer.progress
     result = PartResult(
         number=number,
         shards=progress.shards,

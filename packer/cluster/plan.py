@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from shardstream.errors import PackError
-from shardstream.format.atomic import write_atomic
 
 from ..media import MediaOptions
 from ..options import PackOptions
 from ..sources import Slice, cut_source
+from ..sources.remote import is_url
+from .store import Store, open_store
 
 PARTS_DIR_NAME = ".shardstream-parts"
 TRASH_NAME = ".shardstream-parts.trash"
@@ -26,19 +26,25 @@ DEFAULT_PARTITION_ROWS = 100_000
 _RUN_ONLY = ("workers", "resume", "overwrite")
 
 
+PLAN_REL = f"{PARTS_DIR_NAME}/{PLAN_NAME}"
+
+
+def part_rel(number: int) -> str:
+    """Part ``number``'s folder, relative to OUTDIR."""
+    return f"{PARTS_DIR_NAME}/part-{number:06d}"
+
+
 def parts_dir(outdir: Path) -> Path:
     return outdir / PARTS_DIR_NAME
 
 
 def part_dir(outdir: Path, number: int) -> Path:
-    return parts_dir(outdir) / f"part-{number:06d}"
+    return outdir / part_rel(number)
 
 
-def remove_parts(outdir: Path) -> None:
-    """Drop the parts folder in one rename (so no half of it looks like an unfinished pack), then delete."""
-    if parts_dir(outdir).exists():
-        os.replace(parts_dir(outdir), outdir / TRASH_NAME)
-    shutil.rmtree(outdir / TRASH_NAME, ignore_errors=True)
+def remove_parts(store: Store) -> None:
+    """The parts folder goes, the plan first: without it no leftover is read as an unfinished pack."""
+    store.remove(PARTS_DIR_NAME, first=PLAN_NAME)  # a local store also clears a TRASH_NAME left behind
 
 
 @dataclass(frozen=True)
@@ -66,14 +72,14 @@ class Plan:
         return json.dumps(doc, indent=1) + "\n"
 
     @classmethod
-    def load(cls, outdir: Path) -> Plan:
-        path = parts_dir(outdir) / PLAN_NAME
+    def load(cls, outdir: str | os.PathLike[str] | Store) -> Plan:
+        store = open_store(outdir)
+        path = f"{store.shown}/{PLAN_REL}"
+        data = store.read(PLAN_REL)
+        if data is None:
+            raise PackError(f"{path}: no plan here; run `shardstream pack plan SOURCE {store.shown}` first")
         try:
-            doc = json.loads(path.read_bytes())
-        except FileNotFoundError as exc:
-            raise PackError(
-                f"{path}: no plan here; run `shardstream pack plan SOURCE {outdir}` first"
-            ) from exc
+            doc = json.loads(data)
         except ValueError as exc:
             raise PackError(f"{path}: unreadable plan ({exc}); plan again with --overwrite") from exc
         known = isinstance(doc, dict) and doc.get("format") == PLAN_FORMAT
@@ -93,9 +99,9 @@ class Plan:
         except (KeyError, TypeError, ValueError) as exc:
             raise PackError(f"{path}: malformed plan ({exc!r}); plan again with --overwrite") from exc
 
-    def save(self, outdir: Path) -> None:
-        parts_dir(outdir).mkdir(parents=True, exist_ok=True)
-        write_atomic(parts_dir(outdir) / PLAN_NAME, self.to_json().encode("utf-8"))
+    def save(self, outdir: str | os.PathLike[str] | Store) -> None:
+        store = open_store(outdir)
+        store.write(PLAN_REL, self.to_json().encode("utf-8"))
 
 
 def make_plan(
@@ -107,6 +113,7 @@ def make_plan(
         raise ValueError(f"partition_rows must be >= 1, not {partition_rows}")
     path = os.path.abspath(os.fspath(source))
     slices = cut_source(path, partition_rows, options.manifest_format) if cut else []
-    root = os.path.abspath(options.media_root) if options.media_root else None
+    root = options.media_root
+    root = root if root is None or is_url(root) else os.path.abspath(root)
     clean = replace(options, workers=1, resume=False, overwrite=False, media_root=root)
     return Plan(path, clean, partition_rows, tuple(slices))

@@ -18,6 +18,7 @@ from shardstream.mediatypes import FILE_MEMBER_EXTENSIONS
 
 from ..sample import MemberPlan, Reject, SamplePlan
 from .records import read_records
+from .remote import join_media
 from .slices import Slice
 
 _FIELD_CLEAN = re.compile(r"[^a-z0-9_-]+")
@@ -57,7 +58,8 @@ class ManifestSource:
     ) -> None:
         self.path = os.fspath(path)
         self.part = part
-        self.media_root = os.fspath(media_root) if media_root else os.path.dirname(os.path.abspath(self.path))
+        root = os.fspath(media_root) if media_root else None
+        self.media_root = root or os.path.dirname(os.path.abspath(self.path))
         self.key_field = key_field
         self.media_fields = frozenset(media_fields) if media_fields else None
         self.member_naming = member_naming
@@ -130,7 +132,7 @@ class ManifestSource:
                         "member-clash",
                     )
                 names[member_ext] = name
-                full = item if os.path.isabs(item) else os.path.join(self.media_root, item)
+                full = join_media(self.media_root, item)
                 members.append(MemberPlan(ext=member_ext, path=full, origin=name))
         if "json" in names:
             return Reject(

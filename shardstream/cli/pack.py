@@ -34,7 +34,13 @@ class Naming(str, Enum):
 Source = Annotated[
     str, typer.Argument(help="A directory of raw files, or a manifest (.jsonl, .json, .csv, .parquet).")
 ]
-Outdir = Annotated[Path, typer.Argument(help="Where shards, offsets sidecars and the index go.")]
+Outdir = Annotated[
+    str,
+    typer.Argument(
+        help="Where shards, offsets sidecars and the index go: a folder, or a URL (s3://bucket/shards) "
+        "packed in parts through local scratch ($SHARDSTREAM_SCRATCH)."
+    ),
+]
 Prefix = Annotated[str, typer.Option(help="Shard names: PREFIX-000000.tar, ...")]
 MaxSize = Annotated[
     str | None, typer.Option(help="Cap per shard on disk, tar padding included: 256MB, 1GiB, bytes.")
@@ -167,9 +173,11 @@ def pack_command(
 
 
 def _run_pack(values: dict[str, Any], options: Any, bar: Any) -> Any:
+    from packer.sources.remote import is_url
+
     engine = _enum_value(values.get("engine")) or "local"
     rows = values.get("partition_rows")
-    if engine == "local" and rows is None:
+    if engine == "local" and rows is None and not is_url(str(values["outdir"])):
         from packer import pack
 
         return pack(values["source"], values["outdir"], options, hook=bar)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import inspect
 import os
 import typing
-from pathlib import Path
 from typing import Annotated, Any
 
 import click
@@ -53,7 +52,9 @@ class PackGroup(TyperGroup):
         return "", command, rest
 
 
-OutdirArgument = Annotated[Path, typer.Argument(help="The pack's OUTDIR, holding the plan and the parts.")]
+OutdirArgument = Annotated[
+    str, typer.Argument(help="The pack's OUTDIR (a folder or a URL), holding the plan and the parts.")
+]
 PartOption = Annotated[
     int | None,
     typer.Option("--part", help=f"Which part to pack (default: ${SLURM_TASK}, a SLURM array's task id)."),
@@ -73,32 +74,32 @@ def plan_command(ctx: typer.Context, **params: Any) -> None:
     Example (SLURM): shardstream pack plan data.jsonl /shared/shards --partition-rows 100000 --json
     """
     from packer.cluster import make_plan
-    from packer.cluster.plan import DEFAULT_PARTITION_ROWS, parts_dir
+    from packer.cluster.engines import clear_parts_outputs
+    from packer.cluster.plan import DEFAULT_PARTITION_ROWS, PLAN_REL
+    from packer.cluster.store import open_store
 
     values = _apply_config(ctx, params.get("config"), dict(ctx.params))
     values.update({"workers": 1, "resume": False, "engine": None, "ray_address": None, "quiet": True})
     try:
         options = _pack_options(values)
-        out = Path(values["outdir"]).resolve()
-        if parts_dir(out).exists() and not options.overwrite:
-            raise fail(f"{out} already holds a plan; pass --overwrite to plan again (its parts are dropped)")
+        store = open_store(values["outdir"])
+        if store.exists(PLAN_REL) and not options.overwrite:
+            raise fail(f"{store.shown} already holds a plan; pass --overwrite to plan again (its parts go)")
         if options.overwrite:
-            from packer.pack import clear_outputs
-
-            out.mkdir(parents=True, exist_ok=True)
-            clear_outputs(out, options.prefix)
+            clear_parts_outputs(store, options.prefix)
         plan = make_plan(values["source"], options, values["partition_rows"] or DEFAULT_PARTITION_ROWS)
-        plan.save(out)
+        plan.save(store)
     except ValueError as exc:
         raise fail(str(exc), 2) from exc
     except ShardstreamError as exc:
         raise fail(str(exc)) from exc
-    doc = {"plan": str(parts_dir(out) / "plan.json"), "parts": len(plan.slices), "source": plan.source}
+    doc = {"plan": f"{store.shown}/{PLAN_REL}", "parts": len(plan.slices), "source": plan.source}
     if params.get("as_json"):
         echo_json(doc)
     else:
         typer.echo(f"planned {doc['parts']} parts of {plan.partition_rows} records: {doc['plan']}")
-        typer.echo(f"next: shardstream pack part {out} --part N   (N = 0..{doc['parts'] - 1}), then commit")
+        last = doc["parts"] - 1
+        typer.echo(f"next: shardstream pack part {store.shown} --part N  (N = 0..{last}), then commit")
 
 
 def _plan_signature() -> None:
