@@ -6,6 +6,7 @@ import os
 import shutil
 import time
 import warnings
+from concurrent.futures import ProcessPoolExecutor
 from itertools import islice
 from pathlib import Path
 
@@ -80,12 +81,14 @@ class Packer:
         *,
         part: Slice | None = None,
         journal_options: dict[str, object] | None = None,
+        pool: ProcessPoolExecutor | None = None,
     ) -> None:
         self.source = source
         self.outdir = outdir
         self.options = options
         self.hook = hook
         self.part = part
+        self.pool = pool  # loader processes shared with other runs (the parts of a local pack in parts)
         self.output_options = journal_options or options.output_options(os.path.abspath(source))
         self.journal = Journal(outdir / JOURNAL_NAME)
         self.work = outdir / WORK_DIR_NAME
@@ -153,7 +156,7 @@ class Packer:
         media = o.media if o.media.active else None
         # Skipping on resume parses the source but opens no media file.
         remaining = islice(iter(plans), self.progress.position, None)
-        loaded = ordered_map(load_batch, remaining, workers=o.workers, args=(media,))
+        loaded = ordered_map(load_batch, remaining, workers=o.workers, args=(media,), pool=self.pool)
         position = self.progress.position
         try:
             for item in loaded:

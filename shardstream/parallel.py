@@ -53,6 +53,16 @@ def exit_with_parent(parent: int) -> None:
     threading.Thread(target=watch, name="shardstream-parent-watch", daemon=True).start()
 
 
+def process_pool(workers: int) -> ProcessPoolExecutor:
+    """The pool ``ordered_map`` uses: forkserver workers (the parent may hold threads, e.g. tqdm's monitor,
+    which fork would copy half-way) that leave when the parent dies. Pass one to several ``ordered_map``
+    calls to pay the workers' start-up (imports) once."""
+    context = multiprocessing.get_context("forkserver")
+    return ProcessPoolExecutor(
+        max_workers=workers, mp_context=context, initializer=exit_with_parent, initargs=(os.getpid(),)
+    )
+
+
 def ordered_map(
     fn: Callable[..., list[R]],
     items: Iterable[T],
@@ -61,11 +71,13 @@ def ordered_map(
     chunk: int = 16,
     in_flight_per_worker: int = 4,
     args: tuple[Any, ...] = (),
+    pool: ProcessPoolExecutor | None = None,
 ) -> Iterator[R]:
     """Yield ``fn(chunk, *args)`` results flattened, in input order.
 
     ``fn`` takes a list so that tiny samples do not pay one IPC round trip each; at most
-    ``workers * in_flight_per_worker`` chunks are outstanding, so memory stays bounded.
+    ``workers * in_flight_per_worker`` chunks are outstanding, so memory stays bounded. ``pool`` (from
+    ``process_pool(workers)``) is used and left open; without one, a pool lives for this call.
     """
     if workers < 1:
         raise ValueError(f"workers must be >= 1, not {workers}")
@@ -73,20 +85,20 @@ def ordered_map(
         for batch in _chunks(items, chunk):
             yield from fn(batch, *args)
         return
-    # forkserver: the parent may hold threads (tqdm's monitor), which fork would copy half-way.
-    context = multiprocessing.get_context("forkserver")
+    if pool is None:
+        with process_pool(workers) as own:
+            more = {"chunk": chunk, "in_flight_per_worker": in_flight_per_worker, "args": args}
+            yield from ordered_map(fn, items, workers=workers, pool=own, **more)  # type: ignore[arg-type]
+        return
     limit = workers * in_flight_per_worker
-    with ProcessPoolExecutor(
-        max_workers=workers, mp_context=context, initializer=exit_with_parent, initargs=(os.getpid(),)
-    ) as pool:
-        pending: deque[Future[list[R]]] = deque()
-        try:
-            for batch in _chunks(items, chunk):
-                pending.append(pool.submit(fn, batch, *args))
-                if len(pending) >= limit:
-                    yield from pending.popleft().result()
-            while pending:
+    pending: deque[Future[list[R]]] = deque()
+    try:
+        for batch in _chunks(items, chunk):
+            pending.append(pool.submit(fn, batch, *args))
+            if len(pending) >= limit:
                 yield from pending.popleft().result()
-        finally:
-            for future in pending:
-                future.cancel()
+        while pending:
+            yield from pending.popleft().result()
+    finally:
+        for future in pending:
+            future.cancel()

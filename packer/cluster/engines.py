@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 
 from shardstream.errors import PackError, redact_url
 from shardstream.format import INDEX_NAME, OFFSETS_SUFFIX, REJECTS_NAME, SHARD_SUFFIX, DatasetIndex
 from shardstream.format.constants import COLUMNS_NAME
+from shardstream.parallel import process_pool
 
 from ..options import PackOptions
 from ..pack import ProgressHook, clear_outputs, existing_outputs
@@ -118,8 +120,11 @@ def pack_in_parts(
     resumed = sum(len(result.shards) for result in done if result is not None)
     where = store.url if store.remote else str(store.root)  # type: ignore[union-attr]
     if engine == "local":
-        for number in todo:
-            run_part(where, number, workers=options.workers, hook=hook)
+        # One loader pool for every part: its workers' start-up (imports) is paid once, not per part.
+        with contextlib.ExitStack() as stack:
+            pool = stack.enter_context(process_pool(options.workers)) if options.workers > 1 else None
+            for number in todo:
+                run_part(where, number, workers=options.workers, hook=hook, pool=pool)
     else:
         from .onray import run_on_ray
 

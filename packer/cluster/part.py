@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -92,9 +93,15 @@ def _start_fresh(folder: Path) -> None:
 
 
 def run_part(
-    outdir: str | os.PathLike[str], number: int, *, workers: int = 1, hook: ProgressHook | None = None
+    outdir: str | os.PathLike[str],
+    number: int,
+    *,
+    workers: int = 1,
+    hook: ProgressHook | None = None,
+    pool: ProcessPoolExecutor | None = None,
 ) -> PartResult:
-    """Pack part ``number`` of the plan in OUTDIR (or return it, when already done)."""
+    """Pack part ``number`` of the plan in OUTDIR (or return it, when already done); ``pool``: loader
+    processes (``shardstream.parallel.process_pool(workers)``) kept across parts."""
     store = open_store(outdir)
     plan = Plan.load(store)
     if not 0 <= number < len(plan.slices):
@@ -112,7 +119,7 @@ def run_part(
         if marker.exists():  # packed here, the upload cut short
             result = PartResult.from_json(marker.read_bytes(), str(marker))
         else:
-            result = _pack_part(plan, number, folder, workers, hook or ProgressHook())
+            result = _pack_part(plan, number, folder, workers, hook or ProgressHook(), pool)
         if store.remote:
             _upload(store, number, folder, result)
     if store.remote:
@@ -132,11 +139,13 @@ def _upload(store: Store, number: int, folder: Path, result: PartResult) -> None
     store.put(folder / DONE_NAME, f"{rel}/{DONE_NAME}")
 
 
-def _pack_part(plan: Plan, number: int, folder: Path, workers: int, hook: ProgressHook) -> PartResult:
+def _pack_part(
+    plan: Plan, number: int, folder: Path, workers: int, hook: ProgressHook, pool: ProcessPoolExecutor | None
+) -> PartResult:
     part = plan.slices[number]
     journal_options: dict[str, Any] = {**plan.output_options, "part": number, "slice": part.to_json()}
     options = replace(plan.options, workers=workers)
-    packer = Packer(plan.source, folder, options, hook, part=part, journal_options=journal_options)
+    packer = Packer(plan.source, folder, options, hook, part=part, journal_options=journal_options, pool=pool)
     if (folder / JOURNAL_NAME).exists():
         packer.progress = packer.journal.load(journal_options)
         packer.check_published()
