@@ -526,8 +526,8 @@ def markdown(result: dict[str, Any]) -> str:
         "figures are the largest of the rounds. Ray workers' memory is never in the driver's figures.",
         "",
         "Parallelism differs by engine at the same `workers` N: (a) and (b) run one packer with N loader "
-        "processes (a forkserver pool when N > 1, made anew for every part in (b)); (c) and (d) run N parts "
-        "at once as Ray tasks, each a packer with one loader, in the task's own process.",
+        "processes (a forkserver pool when N > 1, in (b) one pool kept across the parts); (c) and (d) run "
+        "N parts at once as Ray tasks, each a packer with one loader, in the task's own process.",
         "",
     ]
     return "\n".join(lines)
