@@ -7,6 +7,7 @@ session, and ends it whole (every process Ray started in it) when the pack's end
 from __future__ import annotations
 
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -18,6 +19,18 @@ from shardstream.errors import PackError
 
 _GRACE_SECONDS = 3.0
 AUTH_MODE = "RAY_AUTH_MODE"
+AUTH_TOKEN = "RAY_AUTH_TOKEN"
+AUTH_TOKEN_PATH = "RAY_AUTH_TOKEN_PATH"
+
+
+def _ensure_token() -> None:
+    """Give our own head a token of its own when the user has none: `ray start` refuses token mode
+    without one, and writing ~/.ray/auth_token would outlive the pack (the variable dies with it)."""
+    if os.environ.get(AUTH_TOKEN) or os.environ.get(AUTH_TOKEN_PATH):
+        return
+    if (Path.home() / ".ray" / "auth_token").exists():
+        return
+    os.environ[AUTH_TOKEN] = secrets.token_hex(32)
 
 
 class LocalHead:
@@ -28,6 +41,8 @@ class LocalHead:
     @classmethod
     def start(cls, cpus: int) -> LocalHead:
         os.environ.setdefault(AUTH_MODE, "token")  # Ray's default for a new cluster, said out loud
+        if os.environ[AUTH_MODE] == "token":
+            _ensure_token()
         process = subprocess.Popen(
             [sys.executable, "-m", "packer.cluster.rayhead", str(cpus)],
             stdin=subprocess.PIPE,

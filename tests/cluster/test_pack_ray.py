@@ -12,6 +12,7 @@ from pathlib import Path
 
 from packer import PackOptions, verify_dataset
 from packer.cluster import pack_in_parts
+from packer.cluster.part import DONE_NAME
 from packer.cluster.plan import PARTS_DIR_NAME, part_dir
 from shardstream.format.constants import JOURNAL_NAME
 from tests.cluster.corpus import FifoServer, digests, make_corpus, read_keys
@@ -131,6 +132,11 @@ def test_a_driver_killed_leaves_no_ray_process_and_resume_gives_the_same_bytes(r
     try:
         _until(lambda: _holder(out, 1) is not None or driver.poll() is not None, "part 1 on its FIFO record")
         assert driver.poll() is None, driver.stderr.read().decode()  # type: ignore[union-attr]
+        # The other slot runs parts 0, 2 and 3 meanwhile; wait for their done markers so the
+        # resume has finished parts to skip (the kill otherwise races them).
+        finished = lambda: all((part_dir(out, n) / DONE_NAME).exists() for n in (0, 2, 3))  # noqa: E731
+        _until(lambda: finished() or driver.poll() is not None, "parts 0, 2 and 3 done")
+        assert driver.poll() is None, driver.stderr.read().decode()  # type: ignore[union-attr]
         head, worker = _head_of(driver.pid), _holder(out, 1)
         driver.kill()
         driver.wait()
@@ -150,3 +156,22 @@ def test_a_driver_killed_leaves_no_ray_process_and_resume_gives_the_same_bytes(r
             driver.kill()
     assert digests(out) == digests(tmp_path / "local")
     assert not (out / PARTS_DIR_NAME).exists()
+
+
+def test_our_own_head_gets_a_token_of_its_own_only_when_the_user_has_none(tmp_path, monkeypatch):
+    from packer.cluster import rayhead
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv(rayhead.AUTH_TOKEN, raising=False)
+    monkeypatch.delenv(rayhead.AUTH_TOKEN_PATH, raising=False)
+    rayhead._ensure_token()
+    token = os.environ[rayhead.AUTH_TOKEN]
+    assert len(token) == 64 and int(token, 16) >= 0
+    assert not (tmp_path / ".ray").exists()  # nothing left behind in the user's home
+    rayhead._ensure_token()
+    assert os.environ[rayhead.AUTH_TOKEN] == token
+    monkeypatch.delenv(rayhead.AUTH_TOKEN)
+    (tmp_path / ".ray").mkdir()
+    (tmp_path / ".ray" / "auth_token").write_text("theirs")
+    rayhead._ensure_token()
+    assert rayhead.AUTH_TOKEN not in os.environ  # the user's own token file is Ray's to read
