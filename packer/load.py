@@ -42,12 +42,14 @@ def load_sample(
     members: list[tuple[str, bytes]] = []
     seen: set[str] = set()
     for member in plan.members:
-        if member.data is not None:
-            ext, data = member.ext, member.data
+        if member.data is not None and not member.media:
+            ext, data = member.ext, bytes(member.data)
         else:
             shown = f"{member.path} (field {member.origin!r})" if member.origin else member.path
+            if member.data is not None:
+                shown = f"{plan.source} (field {member.origin!r})"
             try:
-                data = _read(member.path, fetched or {})  # type: ignore[arg-type]
+                data = _read(member.path, fetched or {}) if member.data is None else bytes(member.data)  # type: ignore[arg-type]
             except FileNotFoundError:
                 return Reject(plan.source, f"missing file: {redact_url(str(shown))}", "missing")
             except OSError as exc:

@@ -266,4 +266,3 @@ def _verify_video(data: bytes, source: str) -> None:
         decoder[frames - 1]
     except Exception as exc:
         raise MediaError(source, f"video does not decode: {short_reason(exc)}") from exc
-

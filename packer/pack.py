@@ -6,32 +6,34 @@ import os
 import shutil
 import time
 import warnings
+from collections.abc import Iterable
 from concurrent.futures import ProcessPoolExecutor
 from itertools import islice
 from pathlib import Path
+from typing import Any
 
 from shardstream.errors import PackError
 from shardstream.format import (
     INDEX_NAME,
-    OFFSETS_SUFFIX,
     REJECTS_NAME,
-    SHARD_SUFFIX,
     DatasetIndex,
     shard_digits,
     shard_name,
     shard_pattern,
 )
-from shardstream.format.constants import COLUMNS_NAME, END_OF_ARCHIVE, JOURNAL_NAME, WORK_DIR_NAME
+from shardstream.format.constants import END_OF_ARCHIVE, JOURNAL_NAME, WORK_DIR_NAME
 from shardstream.parallel import ordered_map
 
 from .journal import Journal, PackProgress
 from .keyaudit import find_duplicates, write_keys
 from .load import load_batch
 from .options import PackOptions
+from .outdir import clear_outputs, existing_outputs
 from .rejects import RejectsReport
-from .sample import Reject, Sample
+from .sample import Reject, Sample, SamplePlan
 from .shardwriter import TarShardWriter, encode_sample
 from .sources import Slice, open_source
+from .sources.iterable import RecordsSource, describe_records
 from .summary import DUPLICATE_ACROSS_SHARDS, PackSummary, summary_from_index
 
 
@@ -43,30 +45,6 @@ class ProgressHook:
     def reject(self, reject: Reject) -> None: ...
     def part(self, samples: int, nbytes: int, shards: int) -> None:
         """A whole part packed elsewhere (a Ray task): its samples, payload bytes and shards at once."""
-
-
-def existing_outputs(outdir: Path) -> list[Path]:
-    """What a pack would write in OUTDIR, found there already (a pack in parts' folder included)."""
-    from .cluster.plan import PARTS_DIR_NAME
-
-    names = (INDEX_NAME, JOURNAL_NAME, WORK_DIR_NAME, PARTS_DIR_NAME)
-    return sorted(
-        p for p in outdir.iterdir() if p.name in names or p.name.endswith((SHARD_SUFFIX, ".tar.gz", ".tgz"))
-    )
-
-
-def clear_outputs(outdir: Path, prefix: str) -> None:
-    """``--overwrite``: this dataset's shards, sidecars, index, rejects and work folders go."""
-    from .cluster.plan import remove_parts
-    from .cluster.store import LocalStore
-
-    remove_parts(LocalStore(outdir))
-    for path in outdir.iterdir():
-        ours = path.name.startswith(f"{prefix}-") and path.name.endswith((SHARD_SUFFIX, OFFSETS_SUFFIX))
-        hidden_tmp = path.name.startswith(f".{prefix}-") and path.name.endswith(".tmp")
-        if ours or hidden_tmp or path.name in (INDEX_NAME, COLUMNS_NAME, JOURNAL_NAME, REJECTS_NAME):
-            path.unlink()
-    shutil.rmtree(outdir / WORK_DIR_NAME, ignore_errors=True)
 
 
 class Packer:
@@ -82,14 +60,17 @@ class Packer:
         part: Slice | None = None,
         journal_options: dict[str, object] | None = None,
         pool: ProcessPoolExecutor | None = None,
+        records: Iterable[Any] | None = None,
     ) -> None:
         self.source = source
+        self.records = records  # Python records instead of SOURCE (then ``source`` only describes them)
         self.outdir = outdir
         self.options = options
         self.hook = hook
         self.part = part
         self.pool = pool  # loader processes shared with other runs (the parts of a local pack in parts)
-        self.output_options = journal_options or options.output_options(os.path.abspath(source))
+        described = source if records is not None else os.path.abspath(source)
+        self.output_options = journal_options or options.output_options(described)
         self.journal = Journal(outdir / JOURNAL_NAME)
         self.work = outdir / WORK_DIR_NAME
         self.progress = PackProgress()
@@ -144,14 +125,18 @@ class Packer:
     # -- the loop --------------------------------------------------------------------------------------
     def run(self, rejects: RejectsReport) -> None:
         o = self.options
-        plans = open_source(
-            self.source,
-            key_field=o.key_field,
-            media_root=o.media_root,
-            media_fields=o.media_fields,
-            member_naming=o.member_naming,
-            manifest_format=o.manifest_format,
-            part=self.part,
+        plans = (
+            self.records_plans()
+            if self.records is not None
+            else open_source(
+                self.source,
+                key_field=o.key_field,
+                media_root=o.media_root,
+                media_fields=o.media_fields,
+                member_naming=o.member_naming,
+                manifest_format=o.manifest_format,
+                part=self.part,
+            )
         )
         media = o.media if o.media.active else None
         # Skipping on resume parses the source but opens no media file.
@@ -176,6 +161,16 @@ class Packer:
             if self.writer is not None:
                 self.writer.abort()
             raise
+
+    def records_plans(self) -> Iterable[SamplePlan | Reject]:
+        o = self.options
+        return RecordsSource(
+            self.records,  # type: ignore[arg-type]
+            media_root=o.media_root,
+            key_field=o.key_field,
+            media_fields=o.media_fields,
+            member_naming=o.member_naming,
+        )
 
     def _reject(self, reject: Reject, rejects: RejectsReport) -> None:
         if self.options.strict:
@@ -243,20 +238,31 @@ def audit_keys(files: list[tuple[Path, str]], scratch: Path, rejects: RejectsRep
 
 
 def pack(
-    source: str | os.PathLike[str],
+    source: str | os.PathLike[str] | Iterable[Any],
     outdir: str | os.PathLike[str],
     options: PackOptions | None = None,
     *,
     hook: ProgressHook | None = None,
 ) -> PackSummary:
-    """Pack SOURCE (a directory or a manifest) into size-capped tar shards plus an index in OUTDIR."""
+    """Pack SOURCE into size-capped tar shards plus an index in OUTDIR.
+
+    SOURCE is a directory of raw files, a manifest, a Parquet or Arrow table (file or folder), or any
+    iterable of dicts whose values are bytes, paths or JSON values (a generator, an HF ``datasets``
+    Dataset or IterableDataset). With ``resume``, an iterable is read again from its start."""
     options = options or PackOptions()
     started = time.monotonic()
-    source = os.fspath(source)
     out = Path(outdir)
-    if not os.path.exists(source):
-        raise PackError(f"{source}: no such directory or manifest file")
-    packer = Packer(source, out, options, hook or ProgressHook())
+    if isinstance(source, (str, os.PathLike)):
+        source = os.fspath(source)
+        if not os.path.exists(source):
+            raise PackError(f"{source}: no such directory or manifest file")
+        packer = Packer(source, out, options, hook or ProgressHook())
+    elif isinstance(source, (bytes, dict)) or not isinstance(source, Iterable):
+        raise ValueError(
+            f"source must be a path or an iterable of records (dicts), not {type(source).__name__}"
+        )
+    else:
+        packer = Packer(describe_records(source), out, options, hook or ProgressHook(), records=source)
     if packer.prepare():
         return summary_from_index(out, started)
     with RejectsReport(out / REJECTS_NAME, keep_bytes=packer.progress.rejects_bytes) as rejects:

@@ -7,12 +7,13 @@ from dataclasses import dataclass, field
 
 @dataclass(frozen=True)
 class MemberPlan:
-    """One member to be: read from ``path``, or taken as ``data`` (e.g. a manifest record's JSON)."""
+    """One member to be: read from ``path``, or taken as ``data`` (a record's JSON, a table's image)."""
 
     ext: str
     path: str | None = None
-    data: bytes | None = None
+    data: bytes | bytearray | memoryview | None = None
     origin: str = ""  # the manifest field it came from, for messages
+    media: bool = False  # data that media options process as they do files (bytes embedded in a table)
 
 
 @dataclass(frozen=True)

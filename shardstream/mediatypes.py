@@ -12,3 +12,30 @@ MEDIA_EXTENSIONS: frozenset[str] = IMAGE_EXTENSIONS | AUDIO_EXTENSIONS | VIDEO_E
 # A manifest string ending in one of these is a path to a file that becomes a member; the rest is text.
 FILE_MEMBER_EXTENSIONS: frozenset[str] = MEDIA_EXTENSIONS | {"txt", "npy", "npz", "pth", "cls", "json"}
 
+
+def sniff_extension(data: bytes | memoryview) -> str | None:
+    """The extension a media file's first bytes announce (JPEG, PNG, WebP, GIF, WAV, FLAC, MP3, OGG, MP4,
+    WebM), or None; for bytes that come without a name, e.g. a Parquet column."""
+    head = bytes(data[:64])
+    if head.startswith(b"\xff\xd8\xff"):
+        return "jpg"
+    if head.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "png"
+    if head.startswith((b"GIF87a", b"GIF89a")):
+        return "gif"
+    if head.startswith(b"RIFF") and head[8:12] in _RIFF:
+        return _RIFF[head[8:12]]
+    if head.startswith(b"fLaC"):
+        return "flac"
+    if head.startswith(b"OggS"):
+        return "ogg"
+    if head.startswith(b"ID3") or (len(head) > 1 and head[0] == 0xFF and head[1] & 0xE6 == 0xE2):
+        return "mp3"  # an ID3 tag, or an MPEG frame sync whose layer bits say III (AAC's ADTS says 00)
+    if head[4:8] == b"ftyp":
+        return "mp4"
+    if head.startswith(b"\x1a\x45\xdf\xa3"):
+        return "webm" if b"webm" in head else "mkv"
+    return None
+
+
+_RIFF = {b"WEBP": "webp", b"WAVE": "wav", b"AVI ": "avi"}

@@ -12,7 +12,8 @@ from shardstream.format.constants import COLUMNS_NAME
 from shardstream.parallel import process_pool
 
 from ..options import PackOptions
-from ..pack import ProgressHook, clear_outputs, existing_outputs
+from ..outdir import clear_outputs, existing_outputs
+from ..pack import ProgressHook
 from ..sources.remote import is_url
 from ..summary import PackSummary
 from .commit import commit, committed

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from shardstream.errors import PackError
 
@@ -11,7 +11,8 @@ from ..sample import Reject, SamplePlan
 from .directory import walk_directory
 from .manifest import ManifestSource
 from .records import detect_format, read_records
-from .slices import Slice, csv_slices, directory_slices, json_array_slices, jsonl_slices, parquet_slices
+from .slices import Slice, csv_slices, directory_slices, json_array_slices, jsonl_slices
+from .tables import table_slices
 
 __all__ = [
     "ManifestSource",
@@ -23,7 +24,13 @@ __all__ = [
     "walk_directory",
 ]
 
-_CUTTERS = {"jsonl": jsonl_slices, "json": json_array_slices, "csv": csv_slices, "parquet": parquet_slices}
+_CUTTERS: dict[str, Callable[[str, int], list[Slice]]] = {
+    "jsonl": jsonl_slices,
+    "json": json_array_slices,
+    "csv": csv_slices,
+    "parquet": lambda path, rows: table_slices(path, "parquet", rows),
+    "arrow": lambda path, rows: table_slices(path, "arrow", rows),
+}
 
 
 def open_source(
@@ -38,9 +45,9 @@ def open_source(
 ) -> Iterable[SamplePlan | Reject]:
     """SOURCE's sample plans and rejects in its one fixed order, or only ``part``'s share of them."""
     path = os.fspath(source)
-    if os.path.isdir(path):
+    if os.path.isdir(path) and not _is_table(path, manifest_format):
         return walk_directory(path, part)
-    if os.path.isfile(path):
+    if os.path.exists(path):
         _check_manifest(path, manifest_format)
         return ManifestSource(
             path,
@@ -52,6 +59,11 @@ def open_source(
             part=part,
         )
     raise PackError(f"{path}: no such directory or manifest file")
+
+
+def _is_table(folder: str, manifest_format: str | None) -> bool:
+    """A folder of Parquet files or a `save_to_disk` Arrow folder, by its files or by --manifest-format."""
+    return manifest_format in ("parquet", "arrow") or detect_format(folder) is not None
 
 
 def _check_manifest(path: str, manifest_format: str | None) -> None:
@@ -66,9 +78,9 @@ def cut_source(source: str, rows: int, manifest_format: str | None = None) -> li
     """SOURCE cut into slices of about ``rows`` records (whole Parquet row groups; a folder's items)."""
     if rows < 1:
         raise ValueError(f"partition_rows must be >= 1, not {rows}")
-    if os.path.isdir(source):
+    if os.path.isdir(source) and not _is_table(source, manifest_format):
         slices = directory_slices(source, rows)
-    elif os.path.isfile(source):
+    elif os.path.exists(source):
         _check_manifest(source, manifest_format)
         slices = _CUTTERS[manifest_format or detect_format(source) or ""](source, rows)
     else:

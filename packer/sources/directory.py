@@ -99,8 +99,10 @@ def _classify(entry: os.DirEntry[str], top: str, ancestors: frozenset[str]) -> R
     try:
         # scandir already knows the type of plain entries; only links need a stat of their target.
         if real is path:
-            mode = stat.S_IFDIR if entry.is_dir(follow_symlinks=False) else (
-                stat.S_IFREG if entry.is_file(follow_symlinks=False) else os.stat(path).st_mode
+            mode = (
+                stat.S_IFDIR
+                if entry.is_dir(follow_symlinks=False)
+                else (stat.S_IFREG if entry.is_file(follow_symlinks=False) else os.stat(path).st_mode)
             )
         else:
             mode = os.stat(real).st_mode

@@ -1,4 +1,4 @@
-"""Manifest readers: JSONL, JSON array, CSV and Parquet, streamed record by record, never loaded whole.
+"""Record readers: JSONL, JSON array, CSV, Parquet and Arrow, streamed record by record, never loaded whole.
 
 Each reader can start at a slice's cut (a byte offset, a row group, a record number) and stop after its
 count, so a cluster part reads only its share; record numbers stay global either way.
@@ -19,12 +19,16 @@ from .slices import Slice
 
 RecordOrError = tuple[int, Any, str | None]  # (record number, record or None, error message or None)
 
-FORMATS = ("jsonl", "json", "csv", "parquet")
+FORMATS = ("jsonl", "json", "csv", "parquet", "arrow")
 _SUFFIXES = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".csv": "csv", ".parquet": "parquet"}
-PARQUET_BATCH = 1024
 
 
 def detect_format(path: str) -> str | None:
+    """The manifest format a path's name says, or a folder's tables hold; None for neither."""
+    if os.path.isdir(path):
+        from .tables import table_format
+
+        return table_format(path)
     lower = path.lower()
     for suffix, fmt in _SUFFIXES.items():
         if lower.endswith(suffix):
@@ -110,26 +114,21 @@ def _csv(path: str, part: Slice | None) -> Iterator[RecordOrError]:
             number += 1
 
 
-def _parquet(path: str, part: Slice | None) -> Iterator[RecordOrError]:
-    try:
-        import pyarrow.parquet as pq
-    except ImportError as exc:
-        raise PackError("Parquet manifests need pyarrow: pip install 'shardstream[parquet]'") from exc
-    parquet = pq.ParquetFile(path)
-    stop = parquet.num_row_groups if part is None or part.stop is None else int(part.stop)
-    groups = None if part is None else range(int(part.start or 0), stop)
-    number = 0 if part is None else part.first
-    for batch in parquet.iter_batches(batch_size=PARQUET_BATCH, row_groups=groups):
-        for record in batch.to_pylist():
-            yield number, record, None
-            number += 1
+def _table(fmt: str) -> Callable[[str, Slice | None], Iterator[RecordOrError]]:
+    def read(path: str, part: Slice | None) -> Iterator[RecordOrError]:
+        from .tables import read_table
+
+        return read_table(path, fmt, part)
+
+    return read
 
 
 READERS: dict[str, Callable[[str, Slice | None], Iterator[RecordOrError]]] = {
     "jsonl": _jsonl,
     "json": _json_array,
     "csv": _csv,
-    "parquet": _parquet,
+    "parquet": _table("parquet"),
+    "arrow": _table("arrow"),
 }
 
 

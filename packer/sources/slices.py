@@ -77,21 +77,6 @@ def json_array_slices(path: str, rows: int) -> list[Slice]:
     return [Slice(first, min(rows, total - first)) for first in range(0, total, rows)]
 
 
-def parquet_slices(path: str, rows: int) -> list[Slice]:
-    """Whole row groups from the footer alone: each slice takes groups until it holds ``rows`` or more."""
-    import pyarrow.parquet as pq
-
-    meta = pq.ParquetFile(path).metadata
-    slices: list[Slice] = []
-    first = group_start = held = 0
-    for group in range(meta.num_row_groups):
-        held += meta.row_group(group).num_rows
-        if held >= rows or group == meta.num_row_groups - 1:
-            slices.append(Slice(first, held, group_start, group + 1))
-            first, group_start, held = first + held, group + 1, 0
-    return slices
-
-
 def directory_slices(root: str, rows: int) -> list[Slice]:
     """Slices start at a sample's key, after ``rows`` or more items (samples and rejects) of the walk."""
     from ..sample import SamplePlan

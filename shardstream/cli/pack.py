@@ -33,7 +33,12 @@ class Naming(str, Enum):
 
 
 Source = Annotated[
-    str, typer.Argument(help="A directory of raw files, or a manifest (.jsonl, .json, .csv, .parquet).")
+    str,
+    typer.Argument(
+        help="A directory of raw files; a manifest (.jsonl, .json, .csv, .parquet) whose records name "
+        "files or embed their bytes (HF datasets' Image/Audio columns); a folder of Parquet files (one "
+        "split); or a datasets save_to_disk folder (Arrow)."
+    ),
 ]
 Outdir = Annotated[
     str,
@@ -55,7 +60,8 @@ KeyField = Annotated[
     typer.Option(help="Manifest field holding the sample key (default: id, key, or the record number)."),
 ]
 MediaRoot = Annotated[
-    str | None, typer.Option(help="Folder manifest paths are relative to (default: the manifest's folder).")
+    str | None,
+    typer.Option(help="Folder relative media paths start from (default: the manifest's folder)."),
 ]
 MediaField = Annotated[
     list[str] | None,
@@ -67,7 +73,8 @@ MemberNaming = Annotated[
     Naming, typer.Option(help="ext: key.jpg, key.0.jpg; field: key.image.jpg, key.images.0.jpg.")
 ]
 ManifestFormat = Annotated[
-    str | None, typer.Option(help="jsonl, json, csv or parquet, when the name does not tell.")
+    str | None,
+    typer.Option(help="jsonl, json, csv, parquet or arrow, when the name (or folder) does not tell."),
 ]
 ImageMaxSide = Annotated[
     int | None, typer.Option(help="Downscale images so the longer side fits (EXIF orientation applied).")
