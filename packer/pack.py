@@ -258,9 +258,7 @@ def pack(
             raise PackError(f"{source}: no such directory or manifest file")
         packer = Packer(source, out, options, hook or ProgressHook())
     elif isinstance(source, (bytes, dict)) or not isinstance(source, Iterable):
-        raise ValueError(
-            f"source must be a path or an iterable of records (dicts), not {type(source).__name__}"
-        )
+        raise ValueError(f"source must be a path or an iterable of dicts, not {type(source).__name__}")
     else:
         packer = Packer(describe_records(source), out, options, hook or ProgressHook(), records=source)
     if packer.prepare():

@@ -26,7 +26,7 @@ def describe_records(records: object) -> str:
     fingerprint = getattr(records, "_fingerprint", None)
     if is_hf_dataset(records):
         return f"datasets:{type(records).__name__}" + (f":{fingerprint}" if fingerprint else "")
-    return f"python:{type(records).__name__}"
+    return "python:records"  # a list, a generator or an iterator over the same rows: the same source
 
 
 def _rows(records: Iterable[Any]) -> Iterator[Any]:

@@ -62,7 +62,8 @@ def _json_default(value: Any) -> Any:
     item = getattr(value, "item", None)  # numpy scalars
     if callable(item) and getattr(value, "shape", None) == ():
         return item()
-    raise TypeError(f"{type(value).__module__}.{type(value).__qualname__} is not JSON")
+    kind = f"{type(value).__module__}.{type(value).__qualname__}"
+    raise TypeError(f"{kind} is not JSON (give media as bytes or a path)")
 
 
 def _holds_embedded(value: Any) -> bool:
