@@ -181,7 +181,7 @@ def test_binary_columns_are_sniffed_and_bad_values_are_counted_rejects(tmp_path)
                 {"bytes": None, "path": "absent.jpg"},
                 {"bytes": png.getvalue(), "path": None},
                 {"bytes": None, "path": None},
-                {"bytes": png.getvalue(), "path": "photo.PNG"},
+                {"bytes": png.getvalue(), "path": "frame.APNG"},
                 {"bytes": jpeg.getvalue(), "path": "x"},
             ],
             "caption": ["a", "b", "c", "d", "e"],
@@ -191,13 +191,14 @@ def test_binary_columns_are_sniffed_and_bad_values_are_counted_rejects(tmp_path)
     _pack_cli(tmp_path / "t.parquet", tmp_path / "out", "--verify-media", "--member-naming", "field")
     assert sorted(_members(tmp_path / "out")) == [
         *("000000001.blob.png", "000000001.json", "000000001.media.png"),
-        *("000000003.blob.jpg", "000000003.json", "000000003.media.png", "000000003.shots.0.jpg"),
+        *("000000003.blob.jpg", "000000003.json", "000000003.media.apng", "000000003.shots.0.jpg"),
     ]
     members = _members(tmp_path / "out")
     assert members["000000003.blob.jpg"] == members["000000003.shots.0.jpg"] == jpeg.getvalue()
-    assert members["000000003.media.png"] == members["000000001.media.png"] == png.getvalue()
+    # Named by the path's extension (lower-cased) over the bytes' type; by the type without a path.
+    assert members["000000003.media.apng"] == members["000000001.media.png"] == png.getvalue()
     # Binary columns leave the JSON; a struct keeps its path; an empty list is kept as it is.
-    assert json.loads(members["000000003.json"]) == {"media": {"path": "photo.PNG"}, "caption": "d"}
+    assert json.loads(members["000000003.json"]) == {"media": {"path": "frame.APNG"}, "caption": "d"}
     assert json.loads(members["000000001.json"]) == {"shots": [], "media": {"path": None}, "caption": "b"}
     found = {r["source"].rsplit(":", 1)[1]: r for r in rejects(tmp_path / "out")}
     assert sorted(found) == ["record 0", "record 2", "record 4"]
@@ -212,6 +213,20 @@ def test_binary_columns_are_sniffed_and_bad_values_are_counted_rejects(tmp_path)
     assert found["record 4"]["kind"] == "media" and "record 4 (field 'blob')" in found["record 4"]["reason"]
     index = json.loads((tmp_path / "out" / "shardstream-index.json").read_text())
     assert index["rejected"] == {"missing": 1, "bad-record": 1, "media": 1}
+
+
+def test_record_numbers_run_on_across_a_folders_files(tmp_path):
+    folder = tmp_path / "table"
+    (folder / "b").mkdir(parents=True)
+    pq.write_table(pa.table({"blob": [PNG_BYTES] * 3}), folder / "a.parquet")
+    pq.write_table(
+        pa.table({"blob": [PNG_BYTES] * 2, "note": [None, {"bytes": None, "path": None}]}),
+        folder / "b" / "c.parquet",
+    )
+    summary = packer.pack(folder, tmp_path / "out", PackOptions())
+    assert read_keys(tmp_path / "out") == [f"{n:09d}" for n in range(4)]
+    assert [r["source"] for r in rejects(tmp_path / "out")] == [f"{folder}:record 4"]
+    assert summary.rejected == {"bad-record": 1}
 
 
 def test_python_values_of_unsupported_types_are_rejects_naming_the_field(tmp_path):
