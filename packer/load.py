@@ -86,3 +86,9 @@ def load_batch(plans: Sequence[SamplePlan | Reject], media: object | None = None
     ]
     fetched = fetch_all(urls) if urls else {}
     return [p if isinstance(p, Reject) else load_sample(p, media, fetched) for p in plans]
+
+
+def holds_its_bytes(plans: Sequence[SamplePlan | Reject]) -> bool:
+    """Whether a batch needs no reading (every member's bytes in the plan, e.g. a table's): with no media
+    processing either, loading it is cheaper here than pickling its bytes to a worker and back."""
+    return all(isinstance(p, Reject) or all(m.path is None for m in p.members) for p in plans)

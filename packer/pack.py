@@ -26,7 +26,7 @@ from shardstream.parallel import ordered_map
 
 from .journal import Journal, PackProgress
 from .keyaudit import find_duplicates, write_keys
-from .load import load_batch
+from .load import holds_its_bytes, load_batch
 from .options import PackOptions
 from .outdir import clear_outputs, existing_outputs
 from .rejects import RejectsReport
@@ -141,7 +141,10 @@ class Packer:
         media = o.media if o.media.active else None
         # Skipping on resume parses the source but opens no media file.
         remaining = islice(iter(plans), self.progress.position, None)
-        loaded = ordered_map(load_batch, remaining, workers=o.workers, args=(media,), pool=self.pool)
+        loaded = ordered_map(
+            load_batch, remaining, workers=o.workers, args=(media,), pool=self.pool,
+            inline=None if media is not None else holds_its_bytes,
+        )  # fmt: skip
         position = self.progress.position
         try:
             for item in loaded:

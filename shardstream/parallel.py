@@ -72,12 +72,14 @@ def ordered_map(
     in_flight_per_worker: int = 4,
     args: tuple[Any, ...] = (),
     pool: ProcessPoolExecutor | None = None,
+    inline: Callable[[list[T]], bool] | None = None,
 ) -> Iterator[R]:
     """Yield ``fn(chunk, *args)`` results flattened, in input order.
 
     ``fn`` takes a list so that tiny samples do not pay one IPC round trip each; at most
     ``workers * in_flight_per_worker`` chunks are outstanding, so memory stays bounded. ``pool`` (from
-    ``process_pool(workers)``) is used and left open; without one, a pool lives for this call.
+    ``process_pool(workers)``) is used and left open; without one, a pool lives for this call. A chunk
+    ``inline`` accepts runs here instead: one whose work is less than shipping it to a process and back.
     """
     if workers < 1:
         raise ValueError(f"workers must be >= 1, not {workers}")
@@ -88,13 +90,21 @@ def ordered_map(
     if pool is None:
         with process_pool(workers) as own:
             more = {"chunk": chunk, "in_flight_per_worker": in_flight_per_worker, "args": args}
-            yield from ordered_map(fn, items, workers=workers, pool=own, **more)  # type: ignore[arg-type]
+            yield from ordered_map(fn, items, workers=workers, pool=own, inline=inline, **more)  # type: ignore[arg-type]
         return
     limit = workers * in_flight_per_worker
     pending: deque[Future[list[R]]] = deque()
     try:
         for batch in _chunks(items, chunk):
-            pending.append(pool.submit(fn, batch, *args))
+            if inline is not None and inline(batch):
+                if not pending:
+                    yield from fn(batch, *args)
+                    continue
+                done: Future[list[R]] = Future()
+                done.set_result(fn(batch, *args))
+                pending.append(done)
+            else:
+                pending.append(pool.submit(fn, batch, *args))
             if len(pending) >= limit:
                 yield from pending.popleft().result()
         while pending:

@@ -44,3 +44,20 @@ def test_source_is_consumed_at_most_the_in_flight_bound_ahead_of_the_writer(file
     else:
         bound = workers * in_flight * chunk
         assert max(ahead) == bound - 1, "in-flight chunks must fill up to the bound, and never beyond"
+
+
+def _pids(batch: list[int]) -> list[tuple[int, int]]:
+    import os
+
+    return [(item, os.getpid()) for item in batch]
+
+
+def test_inline_chunks_run_here_and_keep_their_place_among_pool_chunks():
+    import os
+
+    items = list(range(200))
+    inline_chunk = lambda batch: batch[0] // 10 % 3 == 0  # noqa: E731  (chunks 0, 30, 60, 90, ...)
+    results = list(ordered_map(_pids, items, workers=2, chunk=10, inline=inline_chunk))
+    assert [item for item, _ in results] == items
+    here = {item for item, pid in results if pid == os.getpid()}
+    assert here == {i for i in items if i // 10 % 3 == 0}
