@@ -103,6 +103,11 @@ def pack_in_parts(
     finished parts and continues partial ones from their journals."""
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {ENGINES}, not {engine!r}")
+    if not isinstance(source, (str, os.PathLike)):
+        raise ValueError(
+            f"source must be a path for a pack in parts (each part reads its own slice of it), not a "
+            f"{type(source).__name__}; Python records pack with packer.pack, or write them to Parquet first"
+        )
     started = time.monotonic()
     store = open_store(outdir)
     if is_url(os.fspath(source)):

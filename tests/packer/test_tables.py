@@ -249,6 +249,8 @@ def test_python_values_of_unsupported_types_are_rejects_naming_the_field(tmp_pat
     assert summary.rejected == {"bad-record": 3, "member-clash": 1}
     with pytest.raises(ValueError, match="source must be a path or an iterable of dicts"):
         packer.pack(42, tmp_path / "bad", PackOptions())  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="source must be a path for a pack in parts"):
+        pack_in_parts(iter(records), tmp_path / "bad", PackOptions(), partition_rows=2)  # type: ignore[arg-type]
 
 
 def test_a_folder_of_several_splits_is_refused_and_raw_folders_stay_raw(hub, tmp_path):
