@@ -69,6 +69,7 @@ def hub(tmp_path_factory) -> Path:
         * ROWS,
     }
     built = datasets.Dataset.from_dict(columns, features=features)
+    built.to_parquet(str(root / "paths.parquet"))  # `datasets` 5 keeps local files as paths here, no bytes
     built.save_to_disk(str(root / "arrow"))  # embeds the files' bytes, as push_to_hub does
     embedded = datasets.load_from_disk(str(root / "arrow"))
     (root / "parquet").mkdir()
@@ -123,6 +124,24 @@ def test_hub_parquet_and_arrow_pack_with_every_member_the_embedded_bytes(hub, tm
     assert [digests(tmp_path / "arrow")[s] for s in shards] == [
         digests(tmp_path / "parquet")[s] for s in shards
     ]
+
+
+def test_structs_with_only_a_path_read_the_file_and_media_options_apply_to_embedded_bytes(hub, tmp_path):
+    assert pq.read_table(hub / "paths.parquet").column("image")[0].as_py()["bytes"] is None
+    _pack_cli(hub / "paths.parquet", tmp_path / "paths")
+    _pack_cli(hub / "arrow", tmp_path / "arrow")
+    by_path, embedded = _members(tmp_path / "paths"), _members(tmp_path / "arrow")
+    media = sorted(name for name in embedded if not name.endswith(".json"))
+    assert media == sorted(name for name in by_path if not name.endswith(".json"))
+    assert all(by_path[name] == embedded[name] for name in media)
+    _pack_cli(hub / "arrow", tmp_path / "small", "--image-max-side", "4", "--image-format", "png")
+    small = _members(tmp_path / "small")
+    assert sorted(name for name in small if name.endswith(".png")) == sorted(
+        name.rsplit(".", 1)[0] + ".png" for name in media if not name.endswith(".wav")
+    )
+    for name, data in small.items():
+        if name.endswith(".png"):
+            assert max(PILImage.open(io.BytesIO(data)).size) <= 4, name
 
 
 def test_pack_over_a_generator_and_datasets_gives_the_cli_shards(hub, tmp_path):
