@@ -21,6 +21,7 @@ _EXPORTS = {
     "Padded": "collate",
     "Permutation": "permute",
     "Placement": "options",
+    "RawBatch": "rawbatch",
     "Reading": "options",
     "Recovery": "recovery",
     "SampleDecoder": "decode",
@@ -38,6 +39,7 @@ _EXPORTS = {
     "iter_samples": "shardopener",
     "open_stream": "openers",
     "pad_collate": "collate",
+    "raw_collate": "rawbatch",
     "register_decoder": "decoders",
     "register_opener": "openers",
 }

@@ -75,6 +75,7 @@ class ShardDataset(StreamBase):
         cache_size: int | str | None = None,
         prefetch: int | None = None,
         prefetch_bytes: int = 16 << 20,
+        zero_copy: bool = False,
     ) -> None:
         super().__init__()
         self.error_handling = Errors(on_error=on_error, keep_length=keep_length)
@@ -84,8 +85,10 @@ class ShardDataset(StreamBase):
         self.shards = ShardList.from_source(source, opening)
         if prefetch is None:  # read-ahead pays off where latency is: remote shards, not the page cache
             prefetch = 2 if scheme_of(self.shards.urls[0]) not in ("file", "pipe") else 0
+        if zero_copy and decode is not False:
+            raise ValueError("zero_copy=True hands out raw read-only buffers: pass decode=False with it")
         self.reading = Reading(opening, tuple(fields) if fields else None, buffer_size, initial, prefetch,
-                               prefetch_bytes)  # fmt: skip
+                               prefetch_bytes, zero_copy)  # fmt: skip
         self.decoder = make_decoder(decode, image=image, image_size=image_size, audio_rate=audio_rate,
                                 audio_mono=audio_mono, video_frames=video_frames, decoders=decoders,
                                 fields=self.reading.fields)  # fmt: skip
@@ -177,7 +180,7 @@ class ShardDataset(StreamBase):
         """reader -> shuffle buffer -> decode -> stand-ins, without the nodes these options do not need."""
         reading, counted = self.reading, self.shards.counts is not None and not self.placement.resampled
         opener = ShardOpener(self.shards, reading.open, fields=reading.fields, prefetch=reading.prefetch,
-                             prefetch_bytes=reading.prefetch_bytes)  # fmt: skip
+                             prefetch_bytes=reading.prefetch_bytes, zero_copy=reading.zero_copy)  # fmt: skip
         recovery = Recovery(self.error_handling, counters=self._shared, counted=counted,
                             locate=opener.sample_offset)  # fmt: skip
         segments = self._segments(place, epoch) if self._plan is None else self._plan_segments(epoch)

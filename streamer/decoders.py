@@ -52,7 +52,6 @@ def decode_video(data: bytes, frames: int | None = None) -> torch.Tensor:
     return decoder.get_frames_at(indices).data
 
 
-
 def keep(data: bytes) -> bytes:
     return data
 

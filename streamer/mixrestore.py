@@ -23,6 +23,7 @@ from .restore import _rank_states, _topology, by_place_of, check_identity, datas
 if TYPE_CHECKING:
     from .mixture import Mixture
 
+
 def mixture_identity(mixture: Mixture) -> dict[str, Any]:
     digest = hashlib.blake2b(digest_size=16)
     for share, shards in zip(mixture.shares, mixture.shard_lists, strict=True):

@@ -110,9 +110,7 @@ def _set_origins(
     )
 
 
-def resume_point(
-    mixture: Mixture, place: Place
-) -> tuple[int, dict[str, Any] | str | None, Restored | None]:
+def resume_point(mixture: Mixture, place: Place) -> tuple[int, dict[str, Any] | str | None, Restored | None]:
     """The epoch to read, the chain state to start from (``FINISHED``: nothing left of that epoch) and,
     after an elastic restore, this place's deal."""
     pending, mixture._pending = mixture._pending, None

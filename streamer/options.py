@@ -68,6 +68,7 @@ class Reading:
     initial: int | None = None  # samples buffered before the first is handed out (default: buffer_size)
     prefetch: int = 0  # shards read ahead in a background thread
     prefetch_bytes: int = 16 << 20
+    zero_copy: bool = False  # members as read-only memoryviews into mapped local shards, not bytes
 
     def __post_init__(self) -> None:
         check_buffer(self.buffer_size, self.initial)  # the buffer's own rule, here so errors come at once

@@ -52,9 +52,7 @@ class Recovery:
         finally:
             self._replaying = False
 
-    def after_read_error(
-        self, exc: StreamError, segment: Segment, position: int, offsets: Any
-    ) -> int | None:
+    def after_read_error(self, exc: StreamError, segment: Segment, position: int, offsets: Any) -> int | None:
         """After a read error at ``position`` in ``segment``: raise, or skip the damaged sample and return the
         position to go on from (None: the rest of the segment is lost). ``offsets``: the shard's sidecar."""
         self._raise_or_warn(exc)

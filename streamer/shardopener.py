@@ -3,6 +3,7 @@
 With the sidecar a reader starts at any sample with one seek; without it (no sidecar, a pipe, a
 compressed shard) the samples before are read and dropped. Read-ahead opens the next shards in a
 background thread while one is consumed. Members not in ``fields`` are dropped here, before buffering.
+With ``zero_copy`` a plain local (or cached) shard is mapped and its members are memoryviews into it.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any, BinaryIO
 
 from shardstream.errors import ShardReadError
 from shardstream.format import decode_offsets, iter_samples
+from shardstream.format.window import MappedWindow
 
 from .openers import OpenOptions, open_stream, read_small, seekable
 from .placement import Segment, Segments
@@ -33,8 +35,10 @@ class ShardOpener:
         fields: tuple[str, ...] | None = None,
         prefetch: int = 0,
         prefetch_bytes: int = 16 << 20,
+        zero_copy: bool = False,
     ) -> None:
         self.shards = shards
+        self.zero_copy = zero_copy
         self.options = options or OpenOptions()
         self.keep = frozenset(fields) if fields else None
         self.prefetch = prefetch
@@ -85,7 +89,8 @@ class ShardOpener:
         start_byte = int(offsets[first]) if offsets is not None and first < len(offsets) else 0
         ends = offsets[first + 1 :] if offsets is not None else None
         url = self.shards.urls[shard]
-        samples: Samples = iter_samples(stream, url=url, start=start_byte, ends=ends)
+        window = MappedWindow.of(stream, start_byte) if self.zero_copy and ready is None else None
+        samples: Samples = iter_samples(stream, url=url, start=start_byte, ends=ends, window=window)
         if offsets is None and first:
             samples = itertools.islice(samples, first, None)
         if self.keep is not None:

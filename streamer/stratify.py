@@ -169,5 +169,6 @@ class _ExtraPlan:
                 push(waiting, (release if release > t else t + 1, key))
         return taken
 
+
 def _ceil(a: int, b: int) -> int:
     return -(-a // b)

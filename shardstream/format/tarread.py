@@ -14,7 +14,7 @@ from zlib import adler32
 
 from ..errors import ShardReadError
 from .constants import BLOCK
-from .window import ReadWindow
+from .window import MappedWindow, ReadWindow
 
 try:  # a member's headers in one C call (_tarscan.c): plain, or pax + plain as webdataset's writer leaves
     from ._tarscan import member_at as _member_at
@@ -63,19 +63,21 @@ def iter_samples(
     start: int = 0,
     ends: Sequence[int] | None = None,
     spans: list[tuple[int, int]] | None = None,
+    window: ReadWindow | MappedWindow | None = None,
 ) -> Iterator[dict[str, Any]]:
     """Samples: consecutive members sharing a key, ``{"__key__", "__url__", ext: data}``.
 
     ``start`` is the stream's position in the archive, so offsets stay true after a seek. With ``ends``
     (the byte where each sample ends, from the offsets sidecar) a sample is handed out as soon as its last
     member is read; without, when the next key shows up. ``spans``, when given, receives the (first
-    header, end) byte range of each sample just before it is yielded. Damage raises ShardReadError with
-    the URL, member and offset; samples read before it have been yielded.
+    header, end) byte range of each sample just before it is yielded. A ``MappedWindow`` (whose ``pos``
+    is ``start``) hands members out as read-only memoryviews into the mapped shard instead of bytes.
+    Damage raises ShardReadError with the URL, member and offset; samples read before it have been yielded.
     """
-    window = ReadWindow(stream)
+    window = window if window is not None else ReadWindow(stream)
     try:
-        buf = window.buf
-        pos = end = 0  # the window's, kept in locals on the hot path and handed back before it refills
+        buf, members_from = window.buf, window.data
+        pos, end = window.pos, window.end  # kept in locals on the hot path, handed back before a refill
         offset = start
         long_name: str | None = None
         pax: dict[str, str] = {}
@@ -99,7 +101,7 @@ def iter_samples(
                 if data_at + padded_size > end:
                     member = None
             if member is not None:
-                data = buf[data_at : data_at + size]
+                data = members_from[data_at : data_at + size]
                 if first_header is None:  # else a global pax header came first, as the general path counts it
                     first_header = offset
                 offset += data_at - pos + padded_size
@@ -149,7 +151,7 @@ def iter_samples(
                         size = _number(header[124:136], url, offset)
                 padded_size = size + (-size % BLOCK)
                 if pos + padded_size <= end:
-                    data = buf[pos : pos + size]  # one copy, of the data alone; the padding is stepped over
+                    data = members_from[pos : pos + size]  # one copy (none when mapped), padding skipped
                     pos += padded_size
                 else:
                     window.pos = pos
@@ -169,6 +171,7 @@ def iter_samples(
                 offset += BLOCK + padded_size
                 typeflag = header[156]
                 if typeflag not in _REGULAR:
+                    data = bytes(data)  # a mapped window's view: parsed as bytes, and rare
                     if typeflag == _PAX:
                         try:
                             pax = _pax_records(data)

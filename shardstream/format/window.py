@@ -6,6 +6,8 @@ done, so the next shard's window finds its pages already mapped.
 
 from __future__ import annotations
 
+import mmap
+import os
 from typing import BinaryIO
 
 from ..buffers import CHUNK, CHUNKS, anonymous_map, read_into
@@ -14,11 +16,12 @@ from ..buffers import CHUNK, CHUNKS, anonymous_map, read_into
 class ReadWindow:
     """``buf[pos:end]`` holds the stream's next bytes; readers slice ``buf`` and move ``pos`` themselves."""
 
-    __slots__ = ("buf", "end", "pos", "stream", "view")
+    __slots__ = ("buf", "data", "end", "pos", "stream", "view")
 
     def __init__(self, stream: BinaryIO, capacity: int = CHUNK) -> None:
         self.stream = stream
         self.buf = CHUNKS.take() if capacity == CHUNKS.size else anonymous_map(capacity)
+        self.data = self.buf  # what members are sliced from: bytes copies out of the reused buffer
         self.view = memoryview(self.buf)
         self.pos = 0
         self.end = 0
@@ -60,4 +63,57 @@ class ReadWindow:
         size = min(size, self.fill(size))
         data = self.buf[self.pos : self.pos + size]
         self.pos += size
+        return data
+
+
+class ShardMapping(mmap.mmap):
+    """A shard file mapped read-only, knowing its file: a member (a memoryview whose ``obj`` is this) can
+    be sent to another process as (path, identity, start, end) and mapped there, not copied."""
+
+    path: str
+    identity: tuple[int, int, int, int]  # st_dev, st_ino, st_size, st_mtime_ns: the same file, unchanged
+
+    @classmethod
+    def of(cls, fd: int, path: str) -> ShardMapping:
+        info = os.fstat(fd)
+        mapping = cls(fd, 0, access=mmap.ACCESS_READ)
+        mapping.path = path
+        mapping.identity = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
+        return mapping
+
+
+class MappedWindow:
+    """A whole shard mapped read-only: headers are sliced as bytes, members as read-only memoryviews into
+    the mapping (no copy, no allocation per member). The mapping is unmapped once nothing refers to it:
+    neither this window nor any member handed out."""
+
+    __slots__ = ("buf", "data", "end", "pos", "stream")
+
+    def __init__(self, mapped: ShardMapping, start: int = 0) -> None:
+        self.stream = None
+        self.buf = mapped
+        self.data = memoryview(mapped)
+        self.pos = start
+        self.end = len(mapped)
+
+    @classmethod
+    def of(cls, stream: BinaryIO, start: int) -> MappedWindow | None:
+        """The window over ``stream``'s file, when it is a plain non-empty file; else None (copy instead)."""
+        try:
+            fd = stream.fileno()
+            if os.fstat(fd).st_size <= start:
+                return None
+            return cls(ShardMapping.of(fd, os.path.abspath(stream.name)), start)  # type: ignore[attr-defined]
+        except (AttributeError, OSError, ValueError, TypeError):  # no descriptor or name (HTTP, gzip)
+            return None
+
+    def release(self) -> None:
+        self.buf = self.data = None  # type: ignore[assignment]  # the members keep the mapping alive
+
+    def fill(self, need: int) -> int:
+        return self.end - self.pos
+
+    def take(self, size: int) -> bytes:
+        data = self.buf[self.pos : self.pos + size]
+        self.pos += len(data)
         return data

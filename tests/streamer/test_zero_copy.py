@@ -1,0 +1,135 @@
+"""Zero-copy reads and the raw batch transport: the same bytes as the default, without the copies."""
+
+from __future__ import annotations
+
+import gc
+import os
+import pickle
+from pathlib import Path
+
+import pytest
+import torch
+from torch.utils.data import DataLoader
+
+from shardstream.errors import ShardReadError
+from streamer import RawBatch, ShardDataset, raw_collate
+from tests.conftest import START_METHODS, write_dataset
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory) -> Path:
+    return write_dataset(tmp_path_factory.mktemp("zc"), [37, 50, 13, 41], payload=300)
+
+
+def _by_key(samples) -> dict[str, dict[str, bytes]]:
+    found = {}
+    for sample in samples:
+        assert sample["__key__"] not in found, f"{sample['__key__']} twice"
+        found[sample["__key__"]] = {k: bytes(v) for k, v in sample.items() if not k.startswith("__")}
+    return found
+
+
+def _mapped(path: Path) -> bool:
+    return any(str(path) in line for line in Path("/proc/self/maps").read_text().splitlines())
+
+
+def test_zero_copy_members_are_read_only_views_with_the_default_bytes(index):
+    default = _by_key(ShardDataset(str(index), decode=False, seed=3))
+    samples = list(ShardDataset(str(index), decode=False, seed=3, zero_copy=True))
+    assert _by_key(samples) == default and len(default) == 141
+    member = samples[0]["txt"]
+    assert isinstance(member, memoryview) and member.readonly
+    with pytest.raises(TypeError):
+        member[0] = 0
+    ordered = [s["__key__"] for s in ShardDataset(str(index), decode=False, seed=3, zero_copy=True)]
+    assert ordered == [s["__key__"] for s in ShardDataset(str(index), decode=False, seed=3)]
+
+
+def test_a_view_keeps_its_shard_mapped_and_the_mapping_goes_with_the_last_view(index):
+    shard = index.parent / "train-000001.tar"
+    kept = [s["txt"] for s in ShardDataset(str(index), decode=False, shuffle=False, zero_copy=True)]
+    gc.collect()
+    assert _mapped(shard)
+    expected = [s["txt"] for s in ShardDataset(str(index), decode=False, shuffle=False)]
+    assert [bytes(v) for v in kept] == expected  # still valid after the dataset is done with them
+    del kept
+    gc.collect()
+    assert not _mapped(shard)
+
+
+def test_zero_copy_needs_raw_samples(index):
+    with pytest.raises(ValueError, match="zero_copy=True hands out raw read-only buffers"):
+        ShardDataset(str(index), zero_copy=True)
+
+
+@pytest.mark.parametrize("zero_copy", [True, False])
+@pytest.mark.parametrize("context", START_METHODS)
+def test_raw_batches_from_workers_give_back_every_member_byte_identical(index, zero_copy, context):
+    default = _by_key(ShardDataset(str(index), decode=False))
+    dataset = ShardDataset(str(index), decode=False, zero_copy=zero_copy)
+    loader = DataLoader(
+        dataset, batch_size=16, num_workers=2, collate_fn=raw_collate, multiprocessing_context=context
+    )
+    batches = list(loader)
+    assert all(isinstance(b, RawBatch) for b in batches)
+    assert _by_key(s for b in batches for s in b) == default
+    if zero_copy:  # members went as references into the shards, not through the block
+        assert all(b.block.numel() == 0 and len(b.files) >= 1 for b in batches)
+    else:
+        assert all(not b.files and b.block.numel() > 0 for b in batches)
+    gathered = batches[0].gathered()
+    assert [dict(s) for s in map(_plain, gathered)] == [dict(s) for s in map(_plain, batches[0])]
+    assert gathered.block.numel() == sum(
+        len(v) for s in batches[0] for k, v in s.items() if not k.startswith("__")
+    )
+
+
+def _plain(sample):
+    return {k: bytes(v) if isinstance(v, memoryview) else v for k, v in sample.items()}
+
+
+def test_a_batch_keeps_keys_values_and_mixed_members_and_crosses_by_pickle(index):
+    samples = list(ShardDataset(str(index), decode=False, shuffle=False, zero_copy=True))[:5]
+    samples[1] = {**samples[1], "extra": b"copied", "label": 7}
+    batch = raw_collate(samples)
+    assert batch.block.numel() == len(b"copied")
+    back = pickle.loads(pickle.dumps(batch))
+    for ours in (batch, back):
+        assert [_plain(s) for s in ours] == [_plain(s) for s in samples]
+        assert [bytes(v) for v in ours.member("txt")] == [bytes(s["txt"]) for s in samples]
+        assert ours[1]["label"] == 7 and ours[-1]["__key__"] == samples[-1]["__key__"]
+    with pytest.raises(KeyError, match="member 'extra' is in 1 of the batch's 5 samples"):
+        batch.member("extra")
+
+
+def test_a_shard_replaced_while_its_batch_is_in_flight_is_an_error_not_other_bytes(tmp_path):
+    index = write_dataset(tmp_path / "data", [20])
+    samples = list(ShardDataset(str(index), decode=False, shuffle=False, zero_copy=True))
+    flying = pickle.dumps(raw_collate(samples))
+    shard = tmp_path / "data" / "train-000000.tar"
+    replacement = tmp_path / "new.tar"
+    replacement.write_bytes(shard.read_bytes()[::-1])
+    os.replace(replacement, shard)
+    with pytest.raises(ShardReadError, match="changed on disk"):
+        list(pickle.loads(flying))
+
+
+def test_pinned_batches_when_a_gpu_is_there(index):
+    if not torch.cuda.is_available():
+        pytest.skip("pin_memory needs CUDA")
+    loader = DataLoader(ShardDataset(str(index), decode=False, zero_copy=True), batch_size=16, num_workers=2,
+                        collate_fn=raw_collate, pin_memory=True)  # fmt: skip
+    batches = list(loader)
+    assert all(b.block.is_pinned() and not b.files for b in batches)
+    assert _by_key(s for b in batches for s in b) == _by_key(ShardDataset(str(index), decode=False))
+
+
+def test_zero_copy_resumes_to_the_uninterrupted_stream(index):
+    whole = [s["__key__"] for s in ShardDataset(str(index), decode=False, seed=5, zero_copy=True)]
+    first = ShardDataset(str(index), decode=False, seed=5, zero_copy=True)
+    stream = iter(first)
+    head = [next(stream)["__key__"] for _ in range(60)]
+    state = first.state_dict()
+    second = ShardDataset(str(index), decode=False, seed=5, zero_copy=True)
+    second.load_state_dict(state)
+    assert head + [s["__key__"] for s in second] == whole
