@@ -38,9 +38,23 @@ def turbo_jpeg() -> Callable[..., torch.Tensor] | None:
     return decode_jpeg
 
 
+def _has_exif(data: bytes) -> bool:
+    """Whether an APP1 Exif segment is among the segments before the image data: walked marker by marker
+    (a few steps), not searched for (scanning a 35 KB JPEG cost ~20 us, 4% of its decode)."""
+    at, size = 2, len(data)
+    while at + 4 <= size and data[at] == 0xFF:
+        marker = data[at + 1]
+        if marker == 0xE1 and data[at + 4 : at + 10] == b"Exif\0\0":
+            return True
+        if not (0xE0 <= marker <= 0xEF or marker == 0xFE):  # past APPn and comments: no EXIF after
+            return False
+        at += 2 + int.from_bytes(data[at + 2 : at + 4], "big")
+    return False
+
+
 def fast_jpeg(data: bytes, mode: str) -> Any:
     """Tensor/array output of a plain JPEG without EXIF (orientation is Pillow's job), else None."""
-    if data[:3] != b"\xff\xd8\xff" or data.find(b"Exif\0\0", 0, 1 << 16) >= 0:
+    if data[:3] != b"\xff\xd8\xff" or _has_exif(data):
         return None
     decode = turbo_jpeg()
     if decode is None:
