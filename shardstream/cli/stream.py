@@ -22,6 +22,13 @@ Limit = Annotated[int | None, typer.Option(help="Stop after this many samples.")
 Rank = Annotated[int, typer.Option(help="Read as this rank...")]
 WorldSize = Annotated[int, typer.Option(help="...of this many.")]
 OnError = Annotated[str, typer.Option(help="raise, skip or warn.")]
+ZeroCopy = Annotated[
+    bool,
+    typer.Option(
+        help="Raw members as read-only views into mapped local shards (implies --no-decode); with "
+        "--workers, batches of 64 cross by streamer.raw_collate."
+    ),
+]
 
 
 def stream_command(
@@ -32,6 +39,7 @@ def stream_command(
     rank: Rank = 0,
     world_size: WorldSize = 1,
     on_error: OnError = "raise",
+    zero_copy: ZeroCopy = False,
     as_json: JsonFlag = False,
 ) -> None:
     """Stream a dataset as training would and report samples/s, members seen and errors.
@@ -41,8 +49,11 @@ def stream_command(
     Example: shardstream stream configs/mixture-example.yaml --json (a mixture: samples per source too)
     """
     try:
-        dataset = _dataset(source, decode=decode, rank=rank, world_size=world_size, on_error=on_error)
-        count, members, sources, seconds = _read(dataset, workers, limit)
+        if zero_copy and is_mixture(source):
+            raise ValueError("--zero-copy reads one dataset, not a mixture")
+        dataset = _dataset(source, decode=decode and not zero_copy, rank=rank, world_size=world_size,
+                           on_error=on_error, zero_copy=zero_copy)  # fmt: skip
+        count, members, sources, seconds = _read(dataset, workers, limit, batched=zero_copy)
     except (ShardstreamError, ValueError) as exc:
         raise fail(str(exc)) from exc
     summary = {
@@ -69,13 +80,15 @@ def is_mixture(source: str) -> bool:
     return source.endswith((".yaml", ".yml"))
 
 
-def _dataset(source: str, *, decode: bool, rank: int, world_size: int, on_error: str) -> Any:
+def _dataset(
+    source: str, *, decode: bool, rank: int, world_size: int, on_error: str, zero_copy: bool = False
+) -> Any:
     """A ShardDataset, or a Mixture when ``source`` is a mixture's YAML file."""
     if not is_mixture(source):
         from streamer import ShardDataset
 
         return ShardDataset(source, decode=decode, image="torch", rank=rank, world_size=world_size,
-                            on_error=on_error)  # fmt: skip
+                            on_error=on_error, zero_copy=zero_copy)  # fmt: skip
     from streamer.mixconfig import load_mixture
     from streamer.mixture import Mixture
 
@@ -88,15 +101,25 @@ def _dataset(source: str, *, decode: bool, rank: int, world_size: int, on_error:
         raise ValueError(f"{source}: {exc}") from exc
 
 
-def _read(dataset: Any, workers: int, limit: int | None) -> tuple[int, Counter[str], Counter[str], float]:
+def _read(
+    dataset: Any, workers: int, limit: int | None, *, batched: bool = False
+) -> tuple[int, Counter[str], Counter[str], float]:
     """Read up to ``limit`` samples through a DataLoader: (samples, members seen by name, samples by source
-    for a mixture, seconds)."""
+    for a mixture, seconds). ``batched``: raw batches of 64 by ``raw_collate``, counted sample by sample."""
     from torch.utils.data import DataLoader
 
-    loader = DataLoader(dataset, batch_size=None, num_workers=workers)
+    if batched and not workers:
+        stream: Any = dataset  # torch's default_convert would turn each memoryview into a list of ints
+    elif batched:
+        from streamer import raw_collate
+
+        loader = DataLoader(dataset, batch_size=64, num_workers=workers, collate_fn=raw_collate)
+        stream = (sample for batch in loader for sample in batch)
+    else:
+        stream = DataLoader(dataset, batch_size=None, num_workers=workers)
     started = time.monotonic()
     count, members, sources = 0, Counter[str](), Counter[str]()
-    for sample in loader:
+    for sample in stream:
         count += 1
         members.update(name for name in sample if not name.startswith("__"))
         if "__source__" in sample:

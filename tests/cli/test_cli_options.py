@@ -143,3 +143,16 @@ def test_info_and_verify_name_a_bad_index_once_with_the_reason(tmp_path, command
     result = runner.invoke(app, [command, str(broken)])
     assert result.exit_code != 0
     assert result.output.count(str(broken)) == 1 and "not valid JSON" in result.output
+
+
+def test_stream_zero_copy_reads_every_sample_in_process_and_through_workers(tmp_path):
+    write_dataset(tmp_path, [60, 50, 70, 61])
+    for workers in ("0", "2"):
+        result = runner.invoke(app, ["stream", str(tmp_path), "--zero-copy", "--workers", workers, "--json"])
+        assert result.exit_code == 0, result.output
+        summary = json.loads(result.stdout)
+        assert summary["samples"] == 241 and summary["members"] == {"cls": 241, "txt": 241}
+    mixture = tmp_path / "mix.yaml"
+    mixture.write_text("sources: []\n")
+    result = runner.invoke(app, ["stream", str(mixture), "--zero-copy"])
+    assert result.exit_code != 0 and "--zero-copy reads one dataset, not a mixture" in result.output
