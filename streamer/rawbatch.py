@@ -139,7 +139,7 @@ def raw_collate(samples: Sequence[Mapping[str, Any]]) -> RawBatch:
     names: list[tuple[str, ...]] = []
     meta: list[dict[str, Any]] = []
     slots: list[tuple[int, int, int]] = []
-    files: dict[int, tuple[int, int]] = {}  # id(mapping) -> (index in files, base address)
+    files: dict[int, int] = {}  # id(mapping) -> its index in file_list
     file_list: list[tuple[str, tuple[int, int, int, int]]] = []
     here: list[ShardMapping] = []
     copies: list[tuple[int, Any]] = []  # (slot number, member) to copy into the block
@@ -153,13 +153,13 @@ def raw_collate(samples: Sequence[Mapping[str, Any]]) -> RawBatch:
             member = sample[name]
             mapping = member.obj if isinstance(member, memoryview) else None
             if isinstance(mapping, ShardMapping) and member.nbytes:
-                known = files.get(id(mapping))
-                if known is None:
-                    known = files[id(mapping)] = (len(file_list), _address(mapping))
+                number = files.get(id(mapping))
+                if number is None:
+                    number = files[id(mapping)] = len(file_list)
                     file_list.append((mapping.path, mapping.identity))
                     here.append(mapping)
-                start = _address(member) - known[1]
-                slots.append((known[0], start, start + member.nbytes))
+                start = _offset_in(member, mapping)
+                slots.append((number, start, start + member.nbytes))
             else:
                 copies.append((len(slots), member))
                 slots.append((_BLOCK, 0, 0))
@@ -175,8 +175,15 @@ def raw_collate(samples: Sequence[Mapping[str, Any]]) -> RawBatch:
     return RawBatch(block, slots, file_list, names, meta, here)
 
 
-def _address(buffer: Any) -> int:
-    return int(np.frombuffer(buffer, dtype=np.uint8).ctypes.data)
+def _numpy_offset_in(member: memoryview, mapping: ShardMapping) -> int:
+    address = np.frombuffer(member, dtype=np.uint8).ctypes.data
+    return int(address - np.frombuffer(mapping, dtype=np.uint8).ctypes.data)
+
+
+try:  # the same in C (~0.1 us instead of ~6), built with the tar header fast path
+    from shardstream.format._tarscan import offset_in as _offset_in
+except ImportError:
+    _offset_in = _numpy_offset_in
 
 
 def _block(size: int, *, shared: bool) -> torch.Tensor:

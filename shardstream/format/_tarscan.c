@@ -150,7 +150,31 @@ done:
     return result;
 }
 
+/* offset_in(member, mapping): where a member (a view into a mapped shard) starts in that mapping, or -1
+ * when it does not lie inside it. For streamer/rawbatch.py, which sends members as (shard, start, end);
+ * numpy's way of reading a buffer's address costs ~3 us a member there. */
+static PyObject *offset_in(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "offset_in(member, mapping) takes two buffers");
+        return NULL;
+    }
+    Py_buffer member, mapping;
+    if (PyObject_GetBuffer(args[0], &member, PyBUF_SIMPLE) < 0) return NULL;
+    if (PyObject_GetBuffer(args[1], &mapping, PyBUF_SIMPLE) < 0) {
+        PyBuffer_Release(&member);
+        return NULL;
+    }
+    const char *at = (const char *)member.buf, *base = (const char *)mapping.buf;
+    Py_ssize_t offset = -1;
+    if (at >= base && at + member.len <= base + mapping.len) offset = at - base;
+    PyBuffer_Release(&member);
+    PyBuffer_Release(&mapping);
+    return PyLong_FromSsize_t(offset);
+}
+
 static PyMethodDef methods[] = {
+    {"offset_in", (PyCFunction)(void (*)(void))offset_in, METH_FASTCALL,
+     "offset_in(member, mapping) -> int: the member's start within the mapping, or -1 if outside it."},
     {"member_at", (PyCFunction)(void (*)(void))member_at, METH_FASTCALL,
      "member_at(buffer, pos) -> (size, key, ext, data_at) | None: a member's headers (plain or pax + plain)."},
     {NULL, NULL, 0, NULL},

@@ -133,3 +133,16 @@ def test_zero_copy_resumes_to_the_uninterrupted_stream(index):
     second = ShardDataset(str(index), decode=False, seed=5, zero_copy=True)
     second.load_state_dict(state)
     assert head + [s["__key__"] for s in second] == whole
+
+
+def test_member_offsets_in_c_and_in_numpy_agree(index):
+    from shardstream.format import _tarscan
+    from streamer.rawbatch import _numpy_offset_in
+
+    samples = list(ShardDataset(str(index), decode=False, shuffle=False, zero_copy=True))
+    for sample in samples:
+        member, mapping = sample["txt"], sample["txt"].obj
+        assert _tarscan.offset_in(member, mapping) == _numpy_offset_in(member, mapping) > 0
+    other = samples[-1]["cls"].obj  # the last shard's mapping: not where the first member lies
+    assert other is not samples[0]["txt"].obj
+    assert _tarscan.offset_in(samples[0]["txt"], other) == -1
