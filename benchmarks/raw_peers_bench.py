@@ -11,7 +11,11 @@ later runs while the sample count, the generator and the library versions are th
 * LitData  ``litdata.optimize(fn, keys, out, chunk_size=samples / 10, num_workers=1)`` with ``fn`` returning
            ``{"jpg": bytes, "cls": int}``, read with ``litdata.StreamingDataset(out, shuffle=True)``;
 * MDS      ``streaming.MDSWriter(columns={"jpg": "bytes", "cls": "int"}, size_limit=~1/10 of the data)``,
-           read with ``streaming.StreamingDataset(local=out, remote=None, shuffle=True)``.
+           read with ``streaming.StreamingDataset(local=out, remote=None, shuffle=True, batch_size=64)``
+           (MDS refuses to shuffle without ``batch_size``, even in one process).
+
+Each library shuffles its own way, at its defaults: ours through a 1000-sample buffer (filled before the
+first sample), LitData chunks in random order and items within a chunk in windows of 256, MDS ``py1e``.
 
 What is measured, every contender reading the whole epoch, each sample's image and label touched (the
 image's ``len()`` and first byte, ``int()`` of the label; the parent checks the counts, byte totals and
@@ -22,11 +26,15 @@ label sum against the source, so a reader that drops, repeats or mangles samples
                LitData as it hands items out (the table says what type) and with each image copied to
                ``bytes``, MDS.
 2. ``loader``  the same through ``torch.utils.data.DataLoader(ds, batch_size=64, num_workers=2)`` with a
-               collate that keeps the batch a list; ours also with ``collate_fn=streamer.raw_collate`` when
-               it exists (its batch's members touched in the main process); LitData and MDS also through
-               their own ``StreamingDataLoader``. A run that does not finish in ``--timeout`` seconds (120)
-               is killed, with its process group, and reported as "hangs" (a traceback dumped a little before
-               the kill is kept in the JSON); a contender that hangs or fails is not run again.
+               collate that keeps the batch a list; ours also with ``collate_fn=streamer.raw_collate``, with
+               ``decode=False`` and with ``zero_copy=True`` (when they exist; the ``RawBatch`` iterated in
+               the main process); LitData and MDS also through their own ``StreamingDataLoader``, and
+               LitData also with a collate that copies its memoryviews to ``bytes`` in the worker: its
+               memoryviews cannot be pickled, the worker's queue feeder thread only prints the TypeError
+               and the main process waits for that batch forever. A run that does not finish in
+               ``--timeout`` seconds (120) is killed with its process group and reported as "hangs", with
+               the exception lines it printed and where the main thread waited (faulthandler dumps the
+               stacks ten seconds before the kill); a contender that hangs or fails is not run again.
 3. ``decode``  JPEGs to uint8 CHW tensors: bare torchcodec ``decode_jpeg(bytes, mode="RGB")`` (what the
                streamer's ``image="torch"`` calls, ``streamer/image.py``) over bytes already in memory, vs
                ``ShardDataset(index, shuffle=True, image="torch")`` in process and through the DataLoader
@@ -50,8 +58,13 @@ The peers run in their own venvs, each with its own torch (from PyPI: CUDA wheel
 
     .venv/bin/python benchmarks/raw_peers_bench.py --setup          # the peers' venvs, once
     .venv/bin/python benchmarks/raw_peers_bench.py --quick          # 2,000 samples, 1 round, not saved
-    .venv/bin/python benchmarks/raw_peers_bench.py                  # the full run (~12 minutes + data)
-    .venv/bin/python benchmarks/raw_peers_bench.py --only raw --repeats 5
+    .venv/bin/python benchmarks/raw_peers_bench.py                  # the full run
+    .venv/bin/python benchmarks/raw_peers_bench.py --only raw --repeats 5 --no-save
+
+On 2 cores: the full run takes ~8 minutes, 4 of them the two LitData loaders that hang (``--timeout 30``
+shortens that), plus ~2 minutes the first time to make the data (1.4 GB in ``/tmp/rawpeers``); ``--quick``
+~5 minutes, the same 4 included. The machine is shared: compare the ratios within one run, and look at
+the load average printed under each table.
 
 Results: a markdown report on stdout, plus ``benchmarks/results/raw-peers-<date>.{md,json}`` (not for
 ``--quick``, nor with ``--no-save``). The child side is ``raw_peers_children.py``.
@@ -60,10 +73,12 @@ Results: a markdown report on stdout, plus ``benchmarks/results/raw-peers-<date>
 from __future__ import annotations
 
 import argparse
+import compileall
 import contextlib
 import io
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -144,13 +159,45 @@ def run_child(lib: str, kind: str, spec: dict[str, Any], timeout: float | None =
         err.seek(0)
         stdout, stderr = out.read().decode(errors="replace"), err.read().decode(errors="replace")
     if hung:
-        return Outcome("hangs", wall, detail=f"killed after {timeout:.0f} s; stderr:\n{stderr[-6000:]}")
+        detail = f"killed after {timeout:.0f} s; stderr:\n{stderr[:3000]}\n...\n{stderr[-6000:]}"
+        return Outcome("hangs", wall, {"evidence": hang_evidence(stderr)}, detail=detail)
     if code != 0:
         return Outcome("error", wall, detail=f"exit {code}:\n{stderr[-3000:]}")
     result = json.loads(stdout.strip().splitlines()[-1])
     if lib == "ours":
         check_sources(kind, result.get("source_files", {}), SRC)
     return Outcome("ok", wall, result)
+
+
+def hang_evidence(stderr: str) -> str:
+    """What a hung run printed: its distinct exception lines (with the outermost and innermost frames of
+    their traceback, and how many times), and where the main thread waited when the stacks were dumped
+    (faulthandler, a little before the kill)."""
+    frame = re.compile(r'File "(?:[^"]*/)?([^"/]+)", line (\d+),? in (\S+)')
+    counts: dict[str, int] = {}
+    frames: list[str] = []
+    for line in stderr.splitlines():
+        if line.startswith("Traceback"):
+            frames = []
+        found = frame.search(line)
+        if found:
+            frames.append(f"{found.group(1)}:{found.group(2)} {found.group(3)}")
+        error = re.match(r"^(\w+(?:Error|Exception)\b.*)$", line)
+        if error:
+            at = f" (in {frames[0]} -> {frames[-1]})" if frames else ""
+            key = error.group(1) + at
+            counts[key] = counts.get(key, 0) + 1
+    parts = [f"{text}, {n}x" for text, n in list(counts.items())[:3]]
+    for block in re.split(r"\n(?=(?:Current )?[Tt]hread 0x)", stderr):
+        if "<module>" in block:
+            library = [line for line in block.splitlines() if "site-packages/" in line]
+            waiting = (
+                re.search(r'site-packages/([^"]+)", line (\d+) in (\S+)', library[0]) if library else None
+            )
+            if waiting:
+                parts.append("main thread waiting in {}:{} {}".format(*waiting.groups()))
+            break
+    return "; ".join(parts) or "no output"
 
 
 def with_group_gone(proc: subprocess.Popen[bytes]) -> None:
@@ -318,15 +365,35 @@ def contenders_for(section: str, formats: dict[str, Any], probe: dict[str, Any])
             _read("MDS", "mds", formats),
         ]
     if section == "loader":
-        collated = _read(
-            "ours, collate_fn=raw_collate", "ours", formats, options=raw, collate="raw_collate", **dl
-        )
+        zero = {**raw, "zero_copy": True}
+        collated = _read("ours, raw_collate", "ours", formats, options=raw, collate="raw_collate", **dl)
         collated.unavailable = no_raw_collate
+        zero_collated = _read(
+            "ours, zero_copy=True, raw_collate", "ours", formats, options=zero, collate="raw_collate", **dl
+        )
+        zero_collated.unavailable = no_raw_collate or no_zero_copy
+        litdata = {"loader": "litdata"}
         return [
             _read("ours, list collate", "ours", formats, options=raw, **dl),
             collated,
+            zero_collated,
             _read("LitData, torch DataLoader, list collate", "litdata", formats, **dl),
-            _read("LitData, StreamingDataLoader, list collate", "litdata", formats, loader="litdata", **dl),
+            _read("LitData, StreamingDataLoader, list collate", "litdata", formats, **litdata, **dl),
+            _read(
+                "LitData, torch DataLoader, collate copying to bytes",
+                "litdata",
+                formats,
+                collate="bytes",
+                **dl,
+            ),
+            _read(
+                "LitData, StreamingDataLoader, collate copying to bytes",
+                "litdata",
+                formats,
+                collate="bytes",
+                **litdata,
+                **dl,
+            ),
             _read("MDS, torch DataLoader, list collate", "mds", formats, **dl),
             _read("MDS, StreamingDataLoader, list collate", "mds", formats, loader="mds", **dl),
         ]
@@ -375,8 +442,10 @@ def check_outcome(outcome: Outcome, spec: dict[str, Any], source: dict[str, Any]
 
 
 def describe(outcome: Outcome) -> str:
-    if outcome.status in ("hangs", "error"):
-        return f"{outcome.status.upper()} after {outcome.wall:.1f} s wall: {outcome.detail.strip()[-400:]}"
+    if outcome.status == "hangs":
+        return f"HANGS, killed after {outcome.wall:.1f} s wall: {outcome.result['evidence']}"
+    if outcome.status == "error":
+        return f"ERROR after {outcome.wall:.1f} s wall: {outcome.detail.strip()[-400:]}"
     got = outcome.result
     text = (
         f"{got['seconds']:.2f} s (wall {outcome.wall:.1f} s), {got['samples']:,} samples, "
@@ -432,6 +501,7 @@ def summarize(c: Contender) -> dict[str, Any]:
         "label_type": got["label_type"],
         "touched": got["touched"],
         "rounds": len(good),
+        "load_1min_runs": [o.result.get("load_1min") for o in c.runs],
     }
 
 
@@ -452,7 +522,7 @@ def _cell_status(row: dict[str, Any]) -> str:
     if status == "n/a":
         return f"n/a ({row['why']})"
     if status == "hangs":
-        return "hangs"
+        return f"hangs (killed after {row['runs'][0]['wall']:.0f} s)"
     if status == "error":
         last = [line for line in row["runs"][0]["detail"].strip().splitlines() if line.strip()]
         return "fails: " + (last[-1][:120] if last else "?").replace("|", "/")
@@ -484,7 +554,9 @@ def section_markdown(section: str, rows: list[dict[str, Any]]) -> list[str]:
                 handed,
             ]
         )
-    return [f"## {SECTION_TITLES[section]}", "", table(header, lines), ""]
+    loads = [x for r in rows for x in r.get("load_1min_runs", []) if x is not None]
+    load = f"1-minute load average after its runs: {min(loads):.1f}-{max(loads):.1f}." if loads else ""
+    return [f"## {SECTION_TITLES[section]}", "", table(header, lines), "", load, ""]
 
 
 def to_markdown(result: dict[str, Any]) -> str:
@@ -531,12 +603,12 @@ def to_markdown(result: dict[str, Any]) -> str:
     if hung:
         out += ["## Runs that did not finish or were wrong", ""]
         for r in hung:
-            detail = r["runs"][0]["detail"].strip().splitlines()
-            out += [
-                f"- **{r['contender']}**: {r['status']}; last lines: `"
-                + " / ".join(detail[-3:])[-400:].replace("`", "'")
-                + "`"
-            ]
+            run = r["runs"][0]
+            if r["status"] == "hangs":
+                what = run["evidence"]
+            else:
+                what = " / ".join(run["detail"].strip().splitlines()[-3:])[-400:]
+            out.append(f"- **{r['contender']}**: {r['status']}: " + what.replace("`", "'"))
         out.append("")
     return "\n".join(out)
 
@@ -580,6 +652,8 @@ def main(argv: list[str] | None = None) -> int:
     work.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     SRC = snapshot_sources(work / "snapshot")
+    # Compiled now, so no child compiles a module it imports lazily (the streamer's) inside its timing.
+    compileall.compile_dir(SRC, quiet=1)
     lib_versions = versions()
     log(f"workdir {work}; versions {lib_versions}")
     probe = run_child("ours", "probe", {}, timeout=120)

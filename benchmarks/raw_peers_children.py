@@ -36,6 +36,11 @@ def list_collate(batch: list[Any]) -> list[Any]:
     return batch
 
 
+def bytes_collate(batch: list[Any]) -> list[Any]:
+    """A list collate that copies every memoryview member to ``bytes`` first, in the worker, so it pickles."""
+    return [{k: bytes(v) if isinstance(v, memoryview) else v for k, v in s.items()} for s in batch]
+
+
 # ---------------------------------------------------------------------------------------------------------
 # The source folder: KEY.jpg + KEY.cls, sorted by key.
 # ---------------------------------------------------------------------------------------------------------
@@ -148,8 +153,8 @@ def make_dataset(spec: dict[str, Any]) -> Any:
     if lib == "mds":
         from streaming import StreamingDataset
 
-        batch = BATCH if spec.get("workers") else None
-        return StreamingDataset(local=path, remote=None, shuffle=True, batch_size=batch)
+        # MDS refuses to shuffle without batch_size, even in one process: the DataLoader's batch size.
+        return StreamingDataset(local=path, remote=None, shuffle=True, batch_size=BATCH)
     raise SystemExit(f"unknown library {lib!r}")
 
 
@@ -160,6 +165,8 @@ def make_loader(spec: dict[str, Any], ds: Any) -> Iterable[Any]:
         from streamer import raw_collate
 
         collate = raw_collate
+    elif spec.get("collate") == "bytes":
+        collate = bytes_collate
     elif spec.get("collate") == "stack":
         from streamer import collate as stack_collate
 
@@ -272,9 +279,11 @@ def iterate(spec: dict[str, Any], tally: Tally, started: float) -> tuple[float |
                 tally.raw(sample["jpg"], sample["cls"])
         return first, how
     for batch in make_loader(spec, ds):
+        now = time.perf_counter()
+        touched = touch_decoded_batch(batch, tally) if decoded else touch_raw_batch(batch, tally)
         if first is None:
-            first = time.perf_counter() - started
-        how = touch_decoded_batch(batch, tally) if decoded else touch_raw_batch(batch, tally)
+            first = now - started
+            how = touched  # the first batch's shape, not the last one's (a short one)
     return first, how
 
 
