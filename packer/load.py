@@ -45,9 +45,8 @@ def load_sample(
         if member.data is not None and not member.media:
             ext, data = member.ext, bytes(member.data)
         else:
-            shown = f"{member.path} (field {member.origin!r})" if member.origin else member.path
-            if member.data is not None:
-                shown = f"{plan.source} (field {member.origin!r})"
+            where = member.path if member.data is None else plan.source  # embedded bytes: their record
+            shown = f"{where} (field {member.origin!r})" if member.origin else where
             try:
                 data = _read(member.path, fetched or {}) if member.data is None else bytes(member.data)  # type: ignore[arg-type]
             except FileNotFoundError:

@@ -12,7 +12,7 @@ from .directory import walk_directory
 from .manifest import ManifestSource
 from .records import detect_format, read_records
 from .slices import Slice, csv_slices, directory_slices, json_array_slices, jsonl_slices
-from .tables import table_slices
+from .tables import TABLE_FORMATS, table_slices
 
 __all__ = [
     "ManifestSource",
@@ -45,44 +45,42 @@ def open_source(
 ) -> Iterable[SamplePlan | Reject]:
     """SOURCE's sample plans and rejects in its one fixed order, or only ``part``'s share of them."""
     path = os.fspath(source)
-    if os.path.isdir(path) and not _is_table(path, manifest_format):
+    if not os.path.exists(path):
+        raise PackError(f"{path}: no such directory or manifest file")
+    fmt = _records_format(path, manifest_format)
+    if fmt is None:
         return walk_directory(path, part)
-    if os.path.exists(path):
-        _check_manifest(path, manifest_format)
-        return ManifestSource(
-            path,
-            media_root=media_root,
-            key_field=key_field,
-            media_fields=media_fields,
-            member_naming=member_naming,
-            manifest_format=manifest_format,
-            part=part,
-        )
-    raise PackError(f"{path}: no such directory or manifest file")
+    return ManifestSource(
+        path,
+        media_root=media_root,
+        key_field=key_field,
+        media_fields=media_fields,
+        member_naming=member_naming,
+        manifest_format=fmt,
+        part=part,
+    )
 
 
-def _is_table(folder: str, manifest_format: str | None) -> bool:
-    """A folder of Parquet files or a `save_to_disk` Arrow folder, by its files or by --manifest-format."""
-    return manifest_format in ("parquet", "arrow") or detect_format(folder) is not None
-
-
-def _check_manifest(path: str, manifest_format: str | None) -> None:
-    if manifest_format is None and detect_format(path) is None:
+def _records_format(path: str, manifest_format: str | None) -> str | None:
+    """The format SOURCE's records are read in, decided once (a table folder's is found by walking it):
+    --manifest-format, else the file's name, else a folder's tables; None for a folder of raw files."""
+    if os.path.isdir(path):
+        return manifest_format if manifest_format in TABLE_FORMATS else detect_format(path)
+    fmt = manifest_format or detect_format(path)
+    if fmt is None:
         raise PackError(
             f"{path}: not a directory and not a manifest this packer knows by its name "
             "(.jsonl, .ndjson, .json, .csv, .parquet); pass --manifest-format to say which"
         )
+    return fmt
 
 
 def cut_source(source: str, rows: int, manifest_format: str | None = None) -> list[Slice]:
     """SOURCE cut into slices of about ``rows`` records (whole Parquet row groups; a folder's items)."""
     if rows < 1:
         raise ValueError(f"partition_rows must be >= 1, not {rows}")
-    if os.path.isdir(source) and not _is_table(source, manifest_format):
-        slices = directory_slices(source, rows)
-    elif os.path.exists(source):
-        _check_manifest(source, manifest_format)
-        slices = _CUTTERS[manifest_format or detect_format(source) or ""](source, rows)
-    else:
+    if not os.path.exists(source):
         raise PackError(f"{source}: no such directory or manifest file")
+    fmt = _records_format(source, manifest_format)
+    slices = directory_slices(source, rows) if fmt is None else _CUTTERS[fmt](source, rows)
     return slices or [Slice(0, 0)]

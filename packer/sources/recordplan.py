@@ -114,14 +114,15 @@ class RecordPlanner:
         return check_key(str(value))
 
     # -- one field -> members: (ext, path, data) ---------------------------------------------------
+    def _file(self, path: str) -> tuple[str, str | None, Any]:
+        """A member read from ``path`` (relative to the media root), named by its extension, else bin."""
+        return path_extension(path, False) or "bin", join_media(self.media_root, path), None
+
     def _embedded(self, name: str, value: Any, where: str) -> tuple[str, str | None, Any]:
         if isinstance(value, BINARY):
             return sniff_extension(value) or "bin", None, value
-        if isinstance(value, os.PathLike):
-            path = os.fspath(value)
-            return path_extension(str(path), False) or "bin", join_media(self.media_root, str(path)), None
-        if isinstance(value, str):
-            return path_extension(value, False) or "bin", join_media(self.media_root, value), None
+        if isinstance(value, (str, os.PathLike)):
+            return self._file(str(os.fspath(value)))
         if not _is_struct(value):
             raise Unsupported(f"field {name!r}{where}: a {type(value).__name__} among media values")
         data, path = value.get("bytes"), value.get("path")
@@ -130,7 +131,7 @@ class RecordPlanner:
         if data is None:
             if not path:
                 raise Unsupported(f"field {name!r}{where}: holds neither bytes nor a path")
-            return path_extension(path, False) or "bin", join_media(self.media_root, path), None
+            return self._file(path)
         if not isinstance(data, BINARY):
             raise Unsupported(f"field {name!r}{where}: bytes is a {type(data).__name__}, not binary")
         return (path and path_extension(path, False)) or sniff_extension(data) or "bin", None, data

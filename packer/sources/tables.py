@@ -20,6 +20,7 @@ from .slices import Slice
 BATCH_BYTES = 8 << 20  # rows per batch: as many as fit here (at least one, at most MAX_BATCH_ROWS)
 MAX_BATCH_ROWS = 1024
 ARROW_STATE = "state.json"
+TABLE_FORMATS = ("parquet", "arrow")
 _METADATA = re.compile(r"(^\.|\.md$|\.json$|^LICENSE|\.gitattributes$)", re.IGNORECASE)
 _HF_SHARD = re.compile(r"^(?P<split>.+?)-\d{5}-of-\d{5}\.parquet$")
 _SPLIT_DIRS = frozenset({"train", "test", "validation", "valid", "dev", "eval"})
@@ -94,11 +95,12 @@ class Unit:
     rows: int
 
 
-def table_units(path: str, fmt: str) -> list[Unit]:
-    """Every unit of the table in order, from Parquet footers or Arrow message headers (no data read)."""
+def table_units(files: list[str], fmt: str) -> list[Unit]:
+    """Every unit of the table's files in order, from Parquet footers or Arrow message headers (no data
+    read)."""
     pa = _pyarrow()
     units: list[Unit] = []
-    for number, file in enumerate(table_files(path, fmt)):
+    for number, file in enumerate(files):
         if fmt == "arrow":
             with pa.memory_map(file) as mapped:  # batches point into the map; their pages are not read
                 reader = pa.ipc.open_stream(mapped)
@@ -111,7 +113,7 @@ def table_units(path: str, fmt: str) -> list[Unit]:
 
 def table_slices(path: str, fmt: str, rows: int) -> list[Slice]:
     """Whole units: each slice takes units until it holds ``rows`` or more; start/stop are unit numbers."""
-    units = table_units(path, fmt)
+    units = table_units(table_files(path, fmt), fmt)
     slices: list[Slice] = []
     first = unit_start = held = 0
     for number, unit in enumerate(units):
@@ -142,10 +144,11 @@ def _parquet_batches(file: str, groups: list[int] | None) -> Iterator[object]:
 def _arrow_batches(file: str, batches: list[int] | None) -> Iterator[object]:
     pa = _pyarrow()
     wanted = None if batches is None else set(batches)
+    last = None if batches is None else max(batches)
     with pa.OSFile(file) as handle:  # read, not mapped: a mapped file's pages would count as our memory
         for number, batch in enumerate(pa.ipc.open_stream(handle)):
             if wanted is not None and number not in wanted:
-                if number > max(wanted):
+                if number > last:  # type: ignore[operator]
                     return
                 continue
             size = _rows_per_batch(batch.nbytes, batch.num_rows)
@@ -158,7 +161,7 @@ def read_table(path: str, fmt: str, part: Slice | None) -> Iterator[tuple[int, o
     files = table_files(path, fmt)
     chosen: dict[int, list[int] | None] = dict.fromkeys(range(len(files)))
     if part is not None:
-        units = table_units(path, fmt)[int(part.start or 0) : None if part.stop is None else int(part.stop)]
+        units = table_units(files, fmt)[int(part.start or 0) : None if part.stop is None else int(part.stop)]
         chosen = {}
         for unit in units:
             chosen.setdefault(unit.file, []).append(unit.local)  # type: ignore[union-attr]

@@ -53,7 +53,7 @@ def stream_command(
             raise ValueError("--zero-copy reads one dataset, not a mixture")
         dataset = _dataset(source, decode=decode and not zero_copy, rank=rank, world_size=world_size,
                            on_error=on_error, zero_copy=zero_copy)  # fmt: skip
-        count, members, sources, seconds = _read(dataset, workers, limit, batched=zero_copy)
+        count, members, sources, seconds = _read(dataset, workers, limit, zero_copy=zero_copy)
     except (ShardstreamError, ValueError) as exc:
         raise fail(str(exc)) from exc
     summary = {
@@ -102,15 +102,16 @@ def _dataset(
 
 
 def _read(
-    dataset: Any, workers: int, limit: int | None, *, batched: bool = False
+    dataset: Any, workers: int, limit: int | None, *, zero_copy: bool = False
 ) -> tuple[int, Counter[str], Counter[str], float]:
     """Read up to ``limit`` samples through a DataLoader: (samples, members seen by name, samples by source
-    for a mixture, seconds). ``batched``: raw batches of 64 by ``raw_collate``, counted sample by sample."""
+    for a mixture, seconds). ``zero_copy`` samples are read here, or from workers in batches of 64 by
+    ``raw_collate``: torch's default_convert would turn each memoryview into a list of its ints."""
     from torch.utils.data import DataLoader
 
-    if batched and not workers:
-        stream: Any = dataset  # torch's default_convert would turn each memoryview into a list of ints
-    elif batched:
+    if zero_copy and not workers:
+        stream: Any = dataset
+    elif zero_copy:
         from streamer import raw_collate
 
         loader = DataLoader(dataset, batch_size=64, num_workers=workers, collate_fn=raw_collate)

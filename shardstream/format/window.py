@@ -100,12 +100,10 @@ class MappedWindow:
     def of(cls, stream: BinaryIO, start: int) -> MappedWindow | None:
         """The window over ``stream``'s file, when it is a plain non-empty file; else None (copy instead)."""
         try:
-            fd = stream.fileno()
-            if os.fstat(fd).st_size <= start:
-                return None
-            return cls(ShardMapping.of(fd, os.path.abspath(stream.name)), start)  # type: ignore[attr-defined]
-        except (AttributeError, OSError, ValueError, TypeError):  # no descriptor or name (HTTP, gzip)
+            mapping = ShardMapping.of(stream.fileno(), os.path.abspath(stream.name))  # type: ignore[attr-defined]
+        except (AttributeError, OSError, ValueError, TypeError):  # no descriptor or name (HTTP, gzip), empty
             return None
+        return cls(mapping, start) if len(mapping) > start else None
 
     def release(self) -> None:
         self.buf = self.data = None  # type: ignore[assignment]  # the members keep the mapping alive
