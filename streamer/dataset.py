@@ -3,7 +3,7 @@
 ``__init__`` only checks and groups the options (``options.py``, ``decode.DecodeOptions``); ``__iter__``
 only assembles the chain for this rank, worker and epoch:
 
-    SampleReader -> ShuffleBuffer -> Mapper(decode) -> StandIns -> sample dicts
+    SampleReader -> ShuffleBuffer -> Fetch -> Mapper(decode) -> StandIns -> sample dicts
 
 each a node with ``reset(state)``/``get_state()``, so the dataset's state is the chain's.
 """
@@ -19,6 +19,7 @@ from typing import Any
 
 from torch.utils.data import get_worker_info
 
+from .deferred import DeferredReads, Fetch
 from .elastic import Plan, Stream, deal
 from .httpoptions import HttpOptions
 from .mapper import Mapper
@@ -76,6 +77,7 @@ class ShardDataset(StreamBase):
         prefetch: int | None = None,
         prefetch_bytes: int = 16 << 20,
         zero_copy: bool = False,
+        defer_reads: bool = True,
     ) -> None:
         super().__init__()
         self.error_handling = Errors(on_error=on_error, keep_length=keep_length)
@@ -88,7 +90,7 @@ class ShardDataset(StreamBase):
         if zero_copy and decode is not False:
             raise ValueError("zero_copy=True hands out raw read-only buffers: pass decode=False with it")
         self.reading = Reading(opening, tuple(fields) if fields else None, buffer_size, initial, prefetch,
-                               prefetch_bytes, zero_copy)  # fmt: skip
+                               prefetch_bytes, zero_copy, defer_reads)  # fmt: skip
         self.decoder = make_decoder(decode, image=image, image_size=image_size, audio_rate=audio_rate,
                                 audio_mono=audio_mono, video_frames=video_frames, decoders=decoders,
                                 fields=self.reading.fields)  # fmt: skip
@@ -177,17 +179,22 @@ class ShardDataset(StreamBase):
         return int(pending["epoch"]), pending["node"], plan
 
     def _assemble(self, place: Place, epoch: int) -> Node:
-        """reader -> shuffle buffer -> decode -> stand-ins, without the nodes these options do not need."""
+        """reader -> shuffle buffer -> fetch -> decode -> stand-ins, without the nodes these options do not
+        need. The fetch reads, as they leave the buffer, the samples the reader only named (deferred.py)."""
         reading, counted = self.reading, self.shards.counts is not None and not self.placement.resampled
         opener = ShardOpener(self.shards, reading.open, fields=reading.fields, prefetch=reading.prefetch,
                              prefetch_bytes=reading.prefetch_bytes, zero_copy=reading.zero_copy)  # fmt: skip
         recovery = Recovery(self.error_handling, counters=self._shared, counted=counted,
                             locate=opener.sample_offset)  # fmt: skip
         segments = self._segments(place, epoch) if self._plan is None else self._plan_segments(epoch)
-        node: Node = SampleReader(opener, segments, recovery)
-        if self.placement.shuffle and reading.buffer_size > 1:
+        shuffled = self.placement.shuffle and reading.buffer_size > 1
+        deferred = DeferredReads(opener) if shuffled and reading.defer_reads else None
+        node: Node = SampleReader(opener, segments, recovery, deferred=deferred)
+        if shuffled:
             seed = buffer_seed(self.placement.seed, epoch, *place)
             node = ShuffleBuffer(node, size=reading.buffer_size, initial=reading.initial, seed=seed)
+        if deferred is not None:
+            node = Fetch(node, deferred, recovery)
         if self.decoder is not None:
             node = Mapper(node, self.decoder, recovery)
         if recovery.owes:  # only a policy that skips, with a length promised, can owe stand-ins

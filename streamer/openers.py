@@ -81,12 +81,12 @@ def seekable(url: str) -> bool:
     return scheme_of(url) != "pipe" and not is_compressed(url)
 
 
-def _local_path(url: str) -> str:
+def local_path(url: str) -> str:
     return urlparse(url).path if url.startswith("file://") else url
 
 
 def _open_file(url: str, offset: int, options: OpenOptions) -> BinaryIO:
-    path = _local_path(url)
+    path = local_path(url)
     try:
         handle = open(path, "rb", buffering=0)  # noqa: SIM115 - unbuffered: readers fetch 1 MiB at a time
     except FileNotFoundError as exc:
@@ -173,7 +173,7 @@ def read_small(url: str, options: OpenOptions | None = None) -> bytes | None:
     scheme = scheme_of(url)
     if scheme == "file":
         try:
-            with open(_local_path(url), "rb") as handle:
+            with open(local_path(url), "rb") as handle:
                 return handle.read()
         except FileNotFoundError:
             return None
@@ -205,7 +205,7 @@ def read_range(url: str, start: int, end: int, options: OpenOptions | None = Non
     scheme = scheme_of(url)
     if scheme == "file":
         try:
-            with open(_local_path(url), "rb", buffering=0) as handle:
+            with open(local_path(url), "rb", buffering=0) as handle:
                 data = os.pread(handle.fileno(), end - start, start)
         except FileNotFoundError as exc:
             raise ShardNotFoundError("not found", url=url) from exc

@@ -69,6 +69,7 @@ class Reading:
     prefetch: int = 0  # shards read ahead in a background thread
     prefetch_bytes: int = 16 << 20
     zero_copy: bool = False  # members as read-only memoryviews into mapped local shards, not bytes
+    defer_reads: bool = True  # behind a shuffle buffer, local shards read by sample as samples leave it
 
     def __post_init__(self) -> None:
         check_buffer(self.buffer_size, self.initial)  # the buffer's own rule, here so errors come at once

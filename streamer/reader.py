@@ -3,6 +3,8 @@
 A sample is (shard index, sample index, dict); the dict is webdataset's: ``__key__``, ``__url__``, and
 one bytes value per member extension. Opening (offsets, seeks, read-ahead) is the ``ShardOpener``'s;
 what an error costs is the ``Recovery``'s; this node only walks the segments and keeps its position.
+With ``deferred`` (behind a shuffle buffer), a shard that can be read by sample is not read here: its
+items carry ``DEFERRED`` and the ``Fetch`` node after the buffer reads them (``deferred.py``).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from typing import Any
 
 from shardstream.errors import ShardReadError
 
+from .deferred import DEFERRED, DeferredReads
 from .nodes import Item, Node
 from .placement import Segment, Segments
 from .recovery import Recovery
@@ -21,17 +24,27 @@ from .shardopener import ShardOpener
 class SampleReader(Node):
     """State: ``{"segment": k, "done": n}`` — n samples of segment k already handed out."""
 
-    def __init__(self, opener: ShardOpener, segments: Segments, recovery: Recovery | None = None) -> None:
+    def __init__(
+        self,
+        opener: ShardOpener,
+        segments: Segments,
+        recovery: Recovery | None = None,
+        *,
+        deferred: DeferredReads | None = None,
+    ) -> None:
         super().__init__()
         self.opener = opener
         self.segments = segments
         self.recovery = recovery or Recovery()
+        self.deferred = deferred
         self._segment = self._segment_start = self._position = 0
 
     def _current_state(self) -> dict[str, Any]:
         return {"segment": self._segment, "done": self._position - self._segment_start}
 
-    def read_one(self, shard: int, index: int) -> dict[str, Any]:
+    def read_one(self, shard: int, index: int) -> dict[str, Any] | None:
+        if self.deferred is not None and self.deferred.offsets(shard) is not None:
+            return DEFERRED
         return self.opener.read_one(shard, index)
 
     def _generate(self, state: dict[str, Any] | None) -> Iterator[Item]:
@@ -44,6 +57,11 @@ class SampleReader(Node):
                 shard, stop = segment.shard, segment.stop
                 position = self._position = segment.start + done
                 self._segment, self._segment_start = k, segment.start
+                if self.deferred is not None and (end := self._deferred_end(shard, stop)) is not None:
+                    yield from self._ids(shard, position, end)
+                    k, done = k + 1, 0
+                    self._segment, self._segment_start, self._position = k, 0, 0
+                    continue
                 self.opener.read_ahead(self.segments, k)
                 ready = self.opener.take_ahead(k) if done == 0 else None
                 # The per-sample hot path, inline: a generator per segment cost one more hop per sample.
@@ -75,6 +93,25 @@ class SampleReader(Node):
                 self._segment, self._segment_start, self._position = k, 0, 0
         finally:
             self.opener.close()
+
+    def _deferred_end(self, shard: int, stop: int | None) -> int | None:
+        """Where a deferred segment ends, or None when the shard is read here (no sidecar, not local, or
+        fewer samples than the segment asks for: reading finds and reports that)."""
+        offsets = self.deferred.offsets(shard)  # type: ignore[union-attr]
+        if offsets is None:
+            return None
+        count = len(offsets) - 1
+        return count if stop is None else stop if stop <= count else None
+
+    def _ids(self, shard: int, position: int, end: int) -> Iterator[Item]:
+        advise, ahead = self.deferred.advise, position  # type: ignore[union-attr]
+        while position < end:
+            if position >= ahead:
+                ahead = advise(shard, position, end)
+            item = (shard, position, DEFERRED)
+            position += 1
+            self._position = position
+            yield item
 
     def _segment_at(self, k: int) -> Segment | None:
         try:

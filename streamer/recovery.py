@@ -68,6 +68,14 @@ class Recovery:
             self.counters.add("shards_failed", 1)
         return None
 
+    def after_lost_sample(self, exc: StreamError, *, shard_failed: bool = False) -> None:
+        """One sample read on its own (a deferred read) failed: raise it, or skip it alone. ``shard_failed``:
+        the first such loss of a shard found cut short, counted as a failed shard as a reader's would be."""
+        self._raise_or_warn(exc)
+        self._lost(1)
+        if shard_failed and not self._replaying:
+            self.counters.add("shards_failed", 1)
+
     def after_sample_error(self, exc: StreamError, shard: int, index: int) -> None:
         """A sample read whole failed later (decoding): raise it with its byte offset, or skip it."""
         if self._replaying:

@@ -94,11 +94,14 @@ class ShardOpener:
         if offsets is None and first:
             samples = itertools.islice(samples, first, None)
         if self.keep is not None:
-            samples = map(self._filter, samples)
+            samples = map(self.keep_fields, samples)
         return samples, stream
 
-    def _filter(self, sample: dict[str, Any]) -> dict[str, Any]:
-        return {k: v for k, v in sample.items() if k.startswith("__") or k in self.keep}  # type: ignore[operator]
+    def keep_fields(self, sample: dict[str, Any]) -> dict[str, Any]:
+        """The sample without the members ``fields`` leaves out (itself when there is no ``fields``)."""
+        if self.keep is None:
+            return sample
+        return {k: v for k, v in sample.items() if k.startswith("__") or k in self.keep}
 
     def read_one(self, shard: int, index: int) -> dict[str, Any]:
         """Random access to one sample, for restoring a shuffle buffer."""

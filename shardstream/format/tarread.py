@@ -14,7 +14,7 @@ from zlib import adler32
 
 from ..errors import ShardReadError
 from .constants import BLOCK
-from .window import MappedWindow, ReadWindow
+from .window import MappedWindow, ReadWindow, SpanWindow
 
 try:  # a member's headers in one C call (_tarscan.c): plain, or pax + plain as webdataset's writer leaves
     from ._tarscan import member_at as _member_at
@@ -63,7 +63,7 @@ def iter_samples(
     start: int = 0,
     ends: Sequence[int] | None = None,
     spans: list[tuple[int, int]] | None = None,
-    window: ReadWindow | MappedWindow | None = None,
+    window: ReadWindow | MappedWindow | SpanWindow | None = None,
 ) -> Iterator[dict[str, Any]]:
     """Samples: consecutive members sharing a key, ``{"__key__", "__url__", ext: data}``.
 

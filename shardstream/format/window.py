@@ -115,3 +115,29 @@ class MappedWindow:
         data = self.buf[self.pos : self.pos + size]
         self.pos += len(data)
         return data
+
+
+class SpanWindow:
+    """One sample's bytes, already read into ``buf[0:end]`` (by one positioned read): members are sliced
+    from it (bytes from an mmap or bytes buffer, views from a memoryview); there is nothing more to read,
+    so a span cut short reads as a truncated tar."""
+
+    __slots__ = ("buf", "data", "end", "pos", "stream")
+
+    def __init__(self, buf: mmap.mmap | bytes, end: int) -> None:
+        self.stream = None
+        self.buf = self.data = buf
+        self.pos = 0
+        self.end = end
+
+    def release(self) -> None:
+        self.buf = self.data = None  # type: ignore[assignment]  # the buffer is its owner's to reuse
+
+    def fill(self, need: int) -> int:
+        return self.end - self.pos
+
+    def take(self, size: int) -> bytes:
+        stop = min(self.pos + size, self.end)
+        data = self.buf[self.pos : stop]
+        self.pos = stop
+        return data

@@ -1,0 +1,227 @@
+"""Deferred reads: behind a shuffle buffer, a local shard's sample is read when it leaves the buffer.
+
+The buffer then holds sample ids, not bytes: filling it costs no memory and no page faults, the first
+sample waits for one read instead of ``initial`` reads, a restore re-reads nothing, and the stream is the
+same, sample for sample. The price is one positioned read (pread) per sample instead of a front-to-back
+stream; so that the disk still reads in order, the pages of the ids entering the buffer are requested
+ahead (``posix_fadvise`` WILLNEED) and the random hand-out finds them in the page cache. Only plain
+local shards with an offsets sidecar defer; the others (HTTP, pipes, compressed, no sidecar) are read
+as they enter, as before. ``ShardDataset(defer_reads=False)`` reads every shard front to back.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+from collections import OrderedDict
+from collections.abc import Iterator
+from typing import Any
+
+from shardstream.buffers import CHUNKS
+from shardstream.errors import ShardReadError, StreamError
+from shardstream.format import iter_samples
+from shardstream.format.constants import BLOCK
+from shardstream.format.window import MappedWindow, ShardMapping, SpanWindow
+
+from .nodes import Item, Node
+from .openers import is_compressed, local_path, scheme_of
+from .recovery import Recovery
+from .shardopener import ShardOpener
+
+DEFERRED = None  # the sample of an item whose bytes are read when it is handed out (a sample is a dict)
+ADVISE_BYTES = 8 << 20  # how far ahead of the ids entering the buffer their pages are requested
+OPEN_SHARDS = 32  # shards kept open at once, least recently used closed first
+_WILLNEED = getattr(os, "POSIX_FADV_WILLNEED", None)
+
+try:  # a plain member's headers in one C call, as the front-to-back reader does
+    from shardstream.format._tarscan import member_at as _member_at
+except ImportError:
+    _member_at = None
+
+
+class _OpenShard:
+    """A shard's descriptor and sidecar; the descriptor closes with the last reference to this (a mapping
+    handed out in members holds its own)."""
+
+    __slots__ = ("fd", "mapping", "offsets", "path", "url", "view")
+
+    def __init__(self, fd: int, path: str, offsets: Any, url: str) -> None:
+        self.fd, self.path, self.offsets, self.url = fd, path, offsets, url
+        self.mapping: ShardMapping | None = None
+        self.view: memoryview | None = None
+
+    def __del__(self) -> None:
+        os.close(self.fd)
+
+
+class DeferredReads:
+    """Single samples of plain local shards, each one pread (or one slice of the mapped shard, with
+    ``zero_copy``); keeps the last ``keep`` shards' descriptors and sidecars."""
+
+    def __init__(self, opener: ShardOpener, *, keep: int = OPEN_SHARDS) -> None:
+        self.opener = opener
+        self.keep = keep
+        self._open: OrderedDict[int, _OpenShard | None] = OrderedDict()
+        self._last_shard, self._last = -1, None  # the shard read last: most reads are of the same one
+        self._scratch = CHUNKS.take()  # one reused buffer: no allocation, no page faults per sample
+        self._cut: set[int] = set()  # shards found shorter than their sidecars say
+        self._cut_now: int | None = None
+
+    def offsets(self, shard: int) -> Any:
+        """The shard's sidecar offsets when its samples can be read one by one, else None."""
+        entry = self._entry(shard)
+        return entry.offsets if entry is not None else None
+
+    def _entry(self, shard: int) -> _OpenShard | None:
+        if shard in self._open:
+            self._open.move_to_end(shard)
+            entry = self._open[shard]
+        else:
+            entry = self._opened(shard)
+            self._open[shard] = entry
+            if len(self._open) > self.keep:
+                self._open.popitem(last=False)
+        self._last_shard, self._last = shard, entry
+        return entry
+
+    def _opened(self, shard: int) -> _OpenShard | None:
+        url = self.opener.shards.urls[shard]
+        if scheme_of(url) != "file" or is_compressed(url):
+            return None
+        offsets = self.opener.load_offsets(shard)
+        if offsets is None or len(offsets) < 2:
+            return None
+        path = os.path.abspath(local_path(url))
+        try:
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        except OSError:  # read front to back instead, where the error is reported as for any shard
+            return None
+        return _OpenShard(fd, path, offsets, url)
+
+    def advise(self, shard: int, first: int, end: int) -> int:
+        """Ask the kernel for the pages of samples ``first``.. (about ADVISE_BYTES, at most to ``end``);
+        return the sample at which to ask again."""
+        entry = self._entry(shard)
+        if entry is None:
+            return end
+        offsets = entry.offsets
+        start = offsets[first]
+        upto = bisect.bisect_left(offsets, start + ADVISE_BYTES, first + 1, end)
+        if _WILLNEED is not None:
+            os.posix_fadvise(entry.fd, start, offsets[upto] - start, _WILLNEED)
+        return upto
+
+    def read(self, shard: int, index: int) -> dict[str, Any]:
+        """Sample ``index`` of ``shard``; ShardReadError naming the shard and offset when it cannot be."""
+        entry = self._last if self._last_shard == shard else self._entry(shard)
+        if entry is None or index + 1 >= len(entry.offsets):
+            url = self.opener.shards.urls[shard]
+            raise ShardReadError(f"sample {index} cannot be read: the shard or its sidecar is gone", url=url)
+        start, end = entry.offsets[index], entry.offsets[index + 1]
+        if self.opener.zero_copy:
+            if entry.mapping is None:
+                entry.mapping = ShardMapping.of(entry.fd, entry.path)
+                entry.view = memoryview(entry.mapping)
+            buf, members, pos, stop = entry.mapping, entry.view, start, end
+        else:
+            buf, stop = self._pread(entry, start, end - start)
+            members, pos = buf, 0
+            if stop < end - start:
+                self._cut_now = None if shard in self._cut else shard
+                self._cut.add(shard)
+                raise ShardReadError(
+                    f"shard ends inside sample {index} ({stop} of its {end - start} bytes): it was cut "
+                    "short or rewritten after its offsets sidecar was written",
+                    url=entry.url,
+                    offset=start + stop,
+                )
+        sample = _plain_sample(buf, members, pos, stop, entry.url) if _member_at is not None else None
+        if sample is None:  # pax or long names, damage: the general reader, which also names the damage
+            sample = self._parsed(entry, buf, pos, stop, start, end)
+        return self.opener.keep_fields(sample)
+
+    def _pread(self, entry: _OpenShard, start: int, size: int) -> tuple[Any, int]:
+        """The span's bytes and how many were read (fewer: the shard was cut short since it was indexed)."""
+        try:
+            if size > len(self._scratch):  # larger than the reused buffer: a buffer of its own
+                data = os.pread(entry.fd, size, start)
+                return data, len(data)
+            with memoryview(self._scratch) as view:
+                return self._scratch, os.preadv(entry.fd, [view[:size]], start)
+        except OSError as exc:
+            raise ShardReadError(f"read failed: {exc}", url=entry.url, offset=start) from exc
+
+    @staticmethod
+    def _parsed(entry: _OpenShard, buf: Any, pos: int, stop: int, start: int, end: int) -> dict[str, Any]:
+        if entry.mapping is not None and buf is entry.mapping:
+            window: MappedWindow | SpanWindow = MappedWindow(entry.mapping, start)
+        else:
+            window = SpanWindow(buf, stop)
+        for sample in iter_samples(None, url=entry.url, start=start, ends=(end,), window=window):  # type: ignore[arg-type]
+            return sample
+        raise ShardReadError("no sample where the offsets sidecar puts one", url=entry.url, offset=start)
+
+    def newly_cut(self, shard: int) -> bool:
+        """Whether the read that just failed found ``shard`` cut short, for the first time (a shard lost)."""
+        cut, self._cut_now = self._cut_now == shard, None
+        return cut
+
+    def close(self) -> None:
+        """Close every shard now rather than when this is collected (reading again reopens them)."""
+        self._open.clear()
+        self._last_shard, self._last = -1, None
+
+
+def _plain_sample(buf: Any, members: Any, pos: int, stop: int, url: str) -> dict[str, Any] | None:
+    """The sample in ``buf[pos:stop]`` when every member is plain (one C call each: checksums, size,
+    name) and the span holds exactly one key's members; else None (the general reader decides)."""
+    sample: dict[str, Any] | None = None
+    while pos < stop:
+        member = _member_at(buf, pos)
+        if member is None:
+            return None
+        size, key, ext, data_at = member
+        if data_at + size > stop:
+            return None
+        if sample is None:
+            sample = {"__key__": key, "__url__": url}
+        elif key != sample["__key__"]:
+            return None
+        sample[ext] = members[data_at : data_at + size]
+        pos = data_at + size + (-size % BLOCK)
+    return sample if pos == stop else None
+
+
+class Fetch(Node):
+    """Reads each deferred sample as it comes out of ``source`` (the shuffle buffer); other items pass.
+    A sample that cannot be read is the Recovery's, as a damaged sample read in order would be. Its state
+    is its source's, as is: a checkpoint reads the same with deferred reads on or off."""
+
+    def __init__(self, source: Node, reads: DeferredReads, recovery: Recovery | None = None) -> None:
+        super().__init__()
+        self.source = source
+        self.reads = reads
+        self.recovery = recovery or Recovery()
+
+    def _current_state(self) -> dict[str, Any]:
+        return self._source_state()
+
+    def read_one(self, shard: int, index: int) -> Any:
+        sample = super().read_one(shard, index)
+        return self.reads.read(shard, index) if sample is DEFERRED else sample
+
+    def _generate(self, state: dict[str, Any] | None) -> Iterator[Item]:
+        self.source.reset(state)  # type: ignore[union-attr]
+        read, recovery = self.reads.read, self.recovery
+        for item in self.source:  # type: ignore[union-attr]
+            if item[2] is not DEFERRED:
+                yield item
+                continue
+            shard, index, _ = item
+            try:
+                sample = read(shard, index)
+            except StreamError as exc:
+                recovery.after_lost_sample(exc, shard_failed=self.reads.newly_cut(shard))
+                continue
+            yield shard, index, sample
+        self.reads.close()  # the pass is over (a pass abandoned midway closes them when collected)

@@ -1,0 +1,132 @@
+"""Deferred reads (streamer/deferred.py): behind the shuffle buffer local shards are read by sample as
+samples leave it. The stream must equal the front-to-back one sample for sample; the buffer must hold no
+bytes; damage found late is skipped and counted as it would be early; states move between the two."""
+
+from __future__ import annotations
+
+import io
+import os
+import tarfile
+from pathlib import Path
+
+import pytest
+from torch.utils.data import DataLoader
+
+from shardstream.errors import ShardReadError
+from shardstream.format import decode_offsets
+from shardstream.indexer import IndexOptions, index_source
+from streamer import ShardDataset
+from tests.conftest import write_dataset
+from tests.indexer.builders import gnu_tar_dataset, shardwriter_dataset
+
+COUNTS = [30, 25, 41, 7, 33]
+
+
+def _stream(source, **kwargs) -> list[tuple[str, dict[str, bytes]]]:
+    ds = ShardDataset(source, decode=False, seed=3, **kwargs)
+    return [(s["__key__"], {k: bytes(v) for k, v in s.items() if not k.startswith("__")}) for s in ds]
+
+
+def _read_bytes() -> int:
+    """Bytes this process has read through read/pread calls so far (Linux)."""
+    for line in Path("/proc/self/io").read_text().splitlines():
+        if line.startswith("rchar:"):
+            return int(line.split()[1])
+    raise AssertionError("no rchar in /proc/self/io")
+
+
+@pytest.mark.parametrize("options", [{}, {"buffer_size": 17, "initial": 5}, {"fields": ["txt"]},
+                                     {"zero_copy": True}, {"rank": 1, "world_size": 2}])  # fmt: skip
+def test_the_stream_equals_the_front_to_back_one(tmp_path, options):
+    index = write_dataset(tmp_path / "d", COUNTS, payload=300)
+    deferred = _stream(index, **options)
+    assert deferred == _stream(index, defer_reads=False, **options)
+    assert len({key for key, _ in deferred}) == len(deferred) > 0
+
+
+def test_more_shards_than_it_keeps_open(tmp_path):
+    """40 shards of 3 samples in one 1,000-sample buffer: shards are closed and opened again."""
+    index = write_dataset(tmp_path / "d", [3] * 40)
+    deferred = _stream(index)
+    assert deferred == _stream(index, defer_reads=False) and len(deferred) == 120
+
+
+def test_two_workers_give_the_same_samples(tmp_path):
+    index = write_dataset(tmp_path / "d", COUNTS)
+    loaders = [DataLoader(ShardDataset(index, decode=False, seed=1, defer_reads=defer), batch_size=None,
+                          num_workers=2) for defer in (True, False)]  # fmt: skip
+    deferred, read_in_order = ([(s["__key__"], s["txt"]) for s in loader] for loader in loaders)
+    assert deferred == read_in_order and len(deferred) == sum(COUNTS)
+
+
+def test_the_first_sample_reads_one_sample_not_a_buffer(tmp_path):
+    index = write_dataset(tmp_path / "d", [400], payload=2000)  # ~25 MB of samples, ~60 KB each
+    shard_bytes = (tmp_path / "d" / "train-000000.tar").stat().st_size
+    read = {}
+    for defer in (True, False):
+        before = _read_bytes()
+        next(iter(ShardDataset(index, decode=False, buffer_size=400, defer_reads=defer)))
+        read[defer] = _read_bytes() - before
+    assert read[False] > shard_bytes * 0.9  # front to back: the whole buffer is read first
+    assert read[True] < 1 << 20  # deferred: the index, the sidecar and one sample
+
+
+def test_pax_long_names_and_directory_entries_take_the_general_reader(tmp_path):
+    """Members the one-call scan declines (GNU long names, pax paths, directories) read the same."""
+    root = tmp_path / "t"
+    root.mkdir()
+    for number, tar_format in enumerate((tarfile.GNU_FORMAT, tarfile.PAX_FORMAT)):
+        with tarfile.open(root / f"long-{number}.tar", "w", format=tar_format) as tar:
+            for i in range(12):
+                key = f"{'deep/' * 25}n{number}-{i:03d}"  # 130 characters: past the 100 of a ustar name
+                for ext, data in (("txt", b"x" * (i * 50)), ("cls", b"%d" % i)):
+                    info = tarfile.TarInfo(f"{key}.{ext}")
+                    info.size = len(data)
+                    tar.addfile(info, io.BytesIO(data))
+    gnu_tar_dataset(root, "dirs", 9)
+    shardwriter_dataset(root, [8, 5])
+    index_source(str(root), IndexOptions(out=tmp_path / "idx"))
+    deferred = _stream(tmp_path / "idx", buffer_size=50)
+    assert deferred == _stream(tmp_path / "idx", buffer_size=50, defer_reads=False)
+    assert len(deferred) == 12 + 12 + 9 + 13
+
+
+def _cut_after(index: Path, shard: int, sample: int) -> None:
+    path = index.parent / f"train-{shard:06d}.tar"
+    offsets = decode_offsets(Path(f"{path}.offsets").read_bytes())
+    os.truncate(path, offsets[sample] + 700)  # in place: the open descriptor sees it
+
+
+def test_a_shard_cut_short_mid_epoch_is_skipped_and_counted(tmp_path):
+    index = write_dataset(tmp_path / "d", [40, 40], payload=300)
+    ds = ShardDataset(index, decode=False, seed=2, on_error="skip", keep_length=False, buffer_size=80)
+    stream = iter(ds)
+    keys = [next(stream)["__key__"]]  # every id is in the buffer, both shards are open
+    _cut_after(index, 1, 25)
+    keys += [s["__key__"] for s in stream]
+    lost = {f"s001-{i:05d}" for i in range(25, 40)} - set(keys[:1])
+    assert set(keys) == ({f"s{n:03d}-{i:05d}" for n in (0, 1) for i in range(40)} - lost)
+    assert ds.errors["samples_skipped"] == len(lost) and ds.errors["shards_failed"] == 1
+
+
+def test_a_shard_cut_short_mid_epoch_raises_naming_it(tmp_path):
+    index = write_dataset(tmp_path / "d", [40], payload=300)
+    stream = iter(ShardDataset(index, decode=False, seed=2, buffer_size=40))
+    next(stream)
+    _cut_after(index, 0, 10)
+    with pytest.raises(ShardReadError, match=r"train-000000\.tar at byte \d+: shard ends inside sample"):
+        for _ in stream:
+            pass
+
+
+@pytest.mark.parametrize(("save_deferred", "load_deferred"), [(True, False), (False, True), (True, True)])
+def test_a_state_moves_between_deferred_and_front_to_back(tmp_path, save_deferred, load_deferred):
+    index = write_dataset(tmp_path / "d", COUNTS)
+    whole = [s["__key__"] for s in ShardDataset(index, decode=False, seed=4, buffer_size=30)]
+    first = ShardDataset(index, decode=False, seed=4, buffer_size=30, defer_reads=save_deferred)
+    stream = iter(first)
+    head = [next(stream)["__key__"] for _ in range(47)]
+    state = first.state_dict()
+    second = ShardDataset(index, decode=False, seed=4, buffer_size=30, defer_reads=load_deferred)
+    second.load_state_dict(state)
+    assert head + [s["__key__"] for s in second] == whole
