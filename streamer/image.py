@@ -7,6 +7,7 @@ orientation, reduced sizes, other formats and damaged data take Pillow's path.
 from __future__ import annotations
 
 import io
+import warnings
 from collections.abc import Callable
 from functools import cache
 from typing import Any
@@ -38,6 +39,23 @@ def turbo_jpeg() -> Callable[..., torch.Tensor] | None:
     return decode_jpeg
 
 
+_quiet_frombuffer = False  # whether torch's one-time "buffer is not writable" warning is behind us
+
+
+def _encoded_tensor(data: bytes) -> torch.Tensor:
+    """The JPEG's bytes as a uint8 tensor, sharing them (the decoder only reads). torch warns once per
+    process that bytes are not writable: that one call is silenced; given bytes, torchcodec silences every
+    call (a warnings.catch_warnings per image, ~7 us, 1-2% of a 35 KB JPEG's decode)."""
+    global _quiet_frombuffer
+    if _quiet_frombuffer:
+        return torch.frombuffer(data, dtype=torch.uint8)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="The given buffer is not writable", category=UserWarning)
+        tensor = torch.frombuffer(data, dtype=torch.uint8)
+    _quiet_frombuffer = True
+    return tensor
+
+
 def _has_exif(data: bytes) -> bool:
     """Whether an APP1 Exif segment is among the segments before the image data: walked marker by marker
     (a few steps), not searched for (scanning a 35 KB JPEG cost ~20 us, 4% of its decode)."""
@@ -60,7 +78,7 @@ def fast_jpeg(data: bytes, mode: str) -> Any:
     if decode is None:
         return None
     try:
-        chw = decode(data, mode="RGB")
+        chw = decode(_encoded_tensor(data), mode="RGB")
     except (RuntimeError, ValueError):
         return None  # let Pillow decode it, or report the damage in its words
     return chw if mode == "torch" else chw.permute(1, 2, 0).contiguous().numpy()

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import gzip
 import io
+import json
 import pickle
+import subprocess
 import sys
 import warnings
 import wave
@@ -478,3 +480,23 @@ def test_turbo_jpeg_path_matches_pillow_and_defers_exif_to_pillow():
     assert decode_module.fast_jpeg(rotated.getvalue(), "torch") is None  # orientation: Pillow's path
     assert decode_module.decode_image(rotated.getvalue(), "torch").shape == (3, 64, 48)
     assert decode_module.fast_jpeg(data[:200], "torch") is None  # damage: Pillow reports it
+
+
+def test_jpegs_to_tensors_stay_silent_and_fast_under_warnings_as_errors() -> None:
+    """The decoder is handed a tensor over the JPEG's bytes: torch warns once per process that bytes are
+    not writable; that first warning is silenced, and no later call warns (a fresh process, -W error)."""
+    script = (
+        "import io, torch\n"
+        "from PIL import Image\n"
+        "from streamer.image import decode_image\n"
+        "buf = io.BytesIO(); Image.new('RGB', (40, 24), (200, 30, 90)).save(buf, 'JPEG', quality=95)\n"
+        "chw = [decode_image(buf.getvalue(), 'torch') for _ in range(3)]\n"
+        "assert chw[0].shape == (3, 24, 40) and all(torch.equal(chw[0], c) for c in chw)\n"
+        "print(chw[0][:, 0, 0].tolist())\n"
+    )
+    done = subprocess.run([sys.executable, "-W", "error", "-c", script], capture_output=True, text=True,
+                          timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+    red, green, blue = json.loads(done.stdout)
+    assert abs(red - 200) < 8 and abs(green - 30) < 8 and abs(blue - 90) < 8
