@@ -130,3 +130,56 @@ def test_a_state_moves_between_deferred_and_front_to_back(tmp_path, save_deferre
     second = ShardDataset(index, decode=False, seed=4, buffer_size=30, defer_reads=load_deferred)
     second.load_state_dict(state)
     assert head + [s["__key__"] for s in second] == whole
+
+
+def _image_dataset(root: Path, counts: list[int]) -> Path:
+    """Shards of samples with a JPEG, an undecoded ``bin`` member and a label."""
+    from PIL import Image
+
+    from packer.sample import Sample
+    from packer.shardwriter import TarShardWriter, encode_sample
+    from shardstream.format import INDEX_NAME, DatasetIndex, shard_name, shard_pattern
+
+    root.mkdir(parents=True)
+    entries = []
+    for number, count in enumerate(counts):
+        writer = TarShardWriter(root / shard_name("img", number), max_size=None, max_count=None)
+        for i in range(count):
+            key = f"{number}-{i:03d}"
+            buffer = io.BytesIO()
+            Image.new("RGB", (24 + i % 5, 16), (i * 9 % 256, number * 40, 200)).save(buffer, "JPEG")
+            members = (("jpg", buffer.getvalue()), ("bin", os.urandom(50 + i)), ("cls", b"%d" % i))
+            chunks = encode_sample(Sample(key, key, members))
+            writer.add(key, chunks, sum(len(c) for c in chunks))
+        entries.append(writer.close())
+    DatasetIndex(shard_pattern("img", len(counts)), entries).save(root / INDEX_NAME)
+    return root / INDEX_NAME
+
+
+@pytest.mark.parametrize("image", ["torch", "numpy", "pil"])
+def test_decoded_samples_equal_the_front_to_back_ones(tmp_path, image):
+    """Members read into the reused read buffer come out as bytes of their own: the next read does not
+    overwrite them."""
+    import numpy as np
+
+    index = _image_dataset(tmp_path / "d", [20, 15])
+    deferred, in_order = (list(ShardDataset(index, image=image, seed=1, buffer_size=10, defer_reads=d))
+                          for d in (True, False))  # fmt: skip
+    assert [s["__key__"] for s in deferred] == [s["__key__"] for s in in_order] and len(deferred) == 35
+    for a, b in zip(deferred, in_order, strict=True):
+        assert type(a["bin"]) is bytes and a["bin"] == b["bin"] and a["cls"] == b["cls"]
+        np.testing.assert_array_equal(np.asarray(a["jpg"]), np.asarray(b["jpg"]))
+
+
+def test_a_users_decoder_gets_bytes(tmp_path):
+    index = _image_dataset(tmp_path / "d", [12])
+    seen = []
+
+    def jpeg_length(data):
+        seen.append(type(data))
+        return len(data)
+
+    samples = list(ShardDataset(index, decoders={"jpg": jpeg_length}, seed=2, buffer_size=5))
+    assert seen == [bytes] * 12 and all(s["jpg"] > 0 for s in samples)
+    whole = list(ShardDataset(index, decode=lambda s: {**s, "n": type(s["jpg"])}, seed=2, buffer_size=5))
+    assert {s["n"] for s in whole} == {bytes}
