@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import itertools
 import json
 import os
 import random
@@ -81,7 +82,7 @@ def keys_of(index: Path, **options: Any) -> tuple[list[str], float]:
 def measure(order: list[str], out: list[str], buffer: int, shard_of: dict[str, int]) -> dict[str, Any]:
     position = {key: i for i, key in enumerate(order)}
     moved = [abs(i - position[key]) for i, key in enumerate(out)]
-    same = sum(shard_of[a] == shard_of[b] for a, b in zip(out, out[1:], strict=False))
+    same = sum(shard_of[a] == shard_of[b] for a, b in itertools.pairwise(out))
     return {
         "displacement": sum(moved) / len(moved),
         "displacement_first": sum(moved[:buffer]) / min(buffer, len(moved)),
@@ -139,14 +140,20 @@ def to_markdown(result: dict[str, Any]) -> str:
     for row in result["rows"]:
         lines.append(
             f"| {row['config']} | {row['displacement']:.0f} | {row['displacement_first']:.0f} | "
-            f"{row['same_shard_pairs']:.4f} | {row['first_ms']:.1f} ms | {'yes' if row['identical'] else 'no'} |"
+            f"{row['same_shard_pairs']:.4f} | {row['first_ms']:.1f} ms | "
+            f"{'yes' if row['identical'] else 'no'} |"
         )
-    lines += ["", f"Same-shard pairs for a uniform shuffle of the whole epoch: {result['uniform_same_shard']:.4f}."]
+    lines += [
+        "",
+        f"Same-shard pairs for a uniform shuffle of the whole epoch: {result['uniform_same_shard']:.4f}.",
+    ]
     return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--samples", type=int, default=20_000)
     parser.add_argument("--shards", type=int, default=20)
     parser.add_argument("--size", type=int, default=35_000, help="mean sample size in bytes")
