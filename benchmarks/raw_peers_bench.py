@@ -38,7 +38,9 @@ label sum against the source, so a reader that drops, repeats or mangles samples
 3. ``decode``  JPEGs to uint8 CHW tensors: bare torchcodec ``decode_jpeg(bytes, mode="RGB")`` (what the
                streamer's ``image="torch"`` calls, ``streamer/image.py``) over bytes already in memory, vs
                ``ShardDataset(index, shuffle=True, image="torch")`` in process and through the DataLoader
-               (2 workers, batch 64, ``streamer.collate`` stacking the images).
+               (2 workers, batch 64, ``streamer.collate`` stacking the images); the DataLoader row is
+               compared with bare torchcodec in the same DataLoader (each worker decoding its share of
+               the bytes in memory, inherited by fork; batches stacked the same way).
 
 Method, as in ``stream_bench.py``: every run is a fresh subprocess of the contender's own interpreter,
 timed from inside after its imports (torch and the library), dataset construction included; contenders take
@@ -407,6 +409,12 @@ def contenders_for(section: str, formats: dict[str, Any], probe: dict[str, Any])
                 kind="bare",
             ),
             _read('ours, image="torch"', "ours", formats, options=torch_images, decoded=True),
+            Contender(
+                BARE_LOADER,
+                "ours",
+                {"index": formats["ours"]["path"], **dl},
+                kind="bare",
+            ),
             _read(
                 'ours, image="torch", DataLoader, streamer.collate',
                 "ours",
@@ -510,6 +518,7 @@ SECTION_TITLES = {
     "loader": f"2. Raw bytes through a DataLoader (batch {BATCH}, {WORKERS} workers)",
     "decode": f"3. Decoded to uint8 CHW tensors ({SIDE}x{SIDE})",
 }
+BARE_LOADER = "bare torchcodec decode_jpeg, DataLoader workers, streamer.collate"
 REFERENCE = {
     "raw": "ours, decode=False",
     "loader": "ours, list collate",
@@ -532,14 +541,16 @@ def _cell_status(row: dict[str, Any]) -> str:
 
 
 def section_markdown(section: str, rows: list[dict[str, Any]]) -> list[str]:
-    ref = next((r for r in rows if r["contender"] == REFERENCE[section] and "samples_per_s" in r), None)
-    vs = "vs bare torchcodec" if section == "decode" else "vs ours"
+    by_name = {r["contender"]: r for r in rows if "samples_per_s" in r}
+    vs = "vs bare torchcodec (alike: in process or in workers)" if section == "decode" else "vs ours"
     header = ["contender", "samples/s", vs, "first sample (ms)", "best (s)", "peak RSS (MiB)", "handed out"]
     lines = []
     for r in rows:
         if "samples_per_s" not in r:
             lines.append([r["contender"], _cell_status(r), "", "", "", "", ""])
             continue
+        loader_row = section == "decode" and "DataLoader" in r["contender"]
+        ref = by_name.get(BARE_LOADER if loader_row else REFERENCE[section])
         ratio = f"{r['samples_per_s'] / ref['samples_per_s']:.2f}x" if ref else ""
         handed = r["item_type"] + ("" if section == "raw" else f"; {r['touched']}")
         note = "" if r["status"] == "ok" else f" ({r['status']})"

@@ -22,7 +22,7 @@ import math
 import os
 import sys
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -329,12 +329,36 @@ def jpeg_members(index: str) -> list[tuple[bytes, bytes]]:
 
 
 def child_bare(spec: dict[str, Any]) -> dict[str, Any]:
-    """The floor for decoding: torchcodec's ``decode_jpeg`` (what the streamer calls) over bytes in memory."""
-    import torch  # noqa: F401
+    """The floor for decoding: torchcodec's ``decode_jpeg`` (what the streamer calls) over bytes in memory;
+    with ``workers``, the same in DataLoader workers (each decodes its share of the bytes, which it
+    inherited by fork), batches stacked by ``streamer.collate`` as ours are."""
+    import torch
     from torchcodec.decoders import decode_jpeg
 
     members = jpeg_members(spec["index"])
     tally = Tally(copy=False)
+    workers = spec.get("workers")
+    if workers:
+        from streamer import collate
+
+        class BareDecode(torch.utils.data.IterableDataset):  # fork: inherited, never pickled
+            def __iter__(self) -> Iterator[dict[str, Any]]:
+                info = torch.utils.data.get_worker_info()
+                for jpg, cls in members[info.id :: info.num_workers]:
+                    yield {"jpg": decode_jpeg(jpg, mode="RGB"), "cls": int(cls)}
+
+        started = time.perf_counter()
+        first = None
+        loader = torch.utils.data.DataLoader(BareDecode(), batch_size=BATCH, num_workers=workers,
+                                             collate_fn=collate, multiprocessing_context="fork")  # fmt: skip
+        touched = ""
+        for batch in loader:
+            how = touch_decoded_batch(batch, tally)
+            if first is None:
+                first = time.perf_counter() - started
+                touched = how  # the first batch's shape, not the last one's (a short one)
+        seconds = time.perf_counter() - started
+        return {"seconds": seconds, "first_seconds": first, "touched": touched, **tally.facts()}
     started = time.perf_counter()
     first = None
     for jpg, cls in members:
