@@ -23,8 +23,9 @@ COUNTS = [30, 25, 41, 7, 33]
 
 
 def _stream(source, **kwargs) -> list[tuple[str, dict[str, bytes]]]:
-    ds = ShardDataset(source, decode=False, seed=3, **kwargs)
-    return [(s["__key__"], {k: bytes(v) for k, v in s.items() if not k.startswith("__")}) for s in ds]
+    """Every sample of an epoch, held until the end (a member must not change once handed out)."""
+    samples = list(ShardDataset(source, decode=False, seed=3, **kwargs))
+    return [(s["__key__"], {k: bytes(v) for k, v in s.items() if not k.startswith("__")}) for s in samples]
 
 
 def _read_bytes() -> int:
@@ -183,3 +184,20 @@ def test_a_users_decoder_gets_bytes(tmp_path):
     assert seen == [bytes] * 12 and all(s["jpg"] > 0 for s in samples)
     whole = list(ShardDataset(index, decode=lambda s: {**s, "n": type(s["jpg"])}, seed=2, buffer_size=5))
     assert {s["n"] for s in whole} == {bytes}
+
+
+def test_a_restore_reads_nothing_again(tmp_path):
+    """The saved buffer names samples; restored, it is refilled with their ids, not their bytes."""
+    index = write_dataset(tmp_path / "d", [400], payload=2000)
+    first = ShardDataset(index, decode=False, buffer_size=300, seed=6)
+    stream = iter(first)
+    head = [next(stream)["__key__"] for _ in range(20)]
+    state = first.state_dict()
+    whole = [s["__key__"] for s in ShardDataset(index, decode=False, buffer_size=300, seed=6)]
+    second = ShardDataset(index, decode=False, buffer_size=300, seed=6)
+    second.load_state_dict(state)
+    before = _read_bytes()
+    rest = iter(second)
+    nxt = next(rest)["__key__"]
+    assert _read_bytes() - before < 1 << 20  # 300 buffered samples of ~30 KB would be ~9 MB
+    assert head + [nxt] + [s["__key__"] for s in rest] == whole
