@@ -144,14 +144,15 @@ def raw_collate(samples: Sequence[Mapping[str, Any]]) -> RawBatch:
     here: list[ShardMapping] = []
     copies: list[tuple[int, Any]] = []  # (slot number, member) to copy into the block
     last: tuple[str, ...] = ()
-    for sample in samples:
-        own = tuple(k for k, v in sample.items() if isinstance(v, _RAW))
-        last = last if own == last else own  # one tuple object for a batch of alike samples: pickled once
-        names.append(last)
-        meta.append({k: v for k, v in sample.items() if not isinstance(v, _RAW)})
-        for name in own:
-            member = sample[name]
-            mapping = member.obj if isinstance(member, memoryview) else None
+    for sample in samples:  # one pass over each sample's items: this runs per sample in every worker
+        own: list[str] = []
+        kept: dict[str, Any] = {}
+        for name, member in sample.items():
+            if not isinstance(member, _RAW):
+                kept[name] = member
+                continue
+            own.append(name)
+            mapping = member.obj if type(member) is memoryview else None
             if isinstance(mapping, ShardMapping) and member.nbytes:
                 number = files.get(id(mapping))
                 if number is None:
@@ -163,6 +164,10 @@ def raw_collate(samples: Sequence[Mapping[str, Any]]) -> RawBatch:
             else:
                 copies.append((len(slots), member))
                 slots.append((_BLOCK, 0, 0))
+        if tuple(own) != last:
+            last = tuple(own)  # one tuple object for a batch of alike samples: pickled once
+        names.append(last)
+        meta.append(kept)
     block = _block(
         sum(memoryview(m).nbytes for _, m in copies), shared=torch.utils.data.get_worker_info() is not None
     )
