@@ -29,6 +29,15 @@ ZeroCopy = Annotated[
         "--workers, batches of 64 cross by streamer.raw_collate."
     ),
 ]
+DeferReads = Annotated[
+    bool,
+    typer.Option(
+        "--defer-reads/--front-to-back",
+        help="Shuffled local shards with sidecars: read each sample as it leaves the shuffle buffer (one "
+        "pread; the buffer holds ids), or read every shard front to back (compare the two where random "
+        "reads are slow, e.g. a network filesystem).",
+    ),
+]
 
 
 def stream_command(
@@ -40,6 +49,7 @@ def stream_command(
     world_size: WorldSize = 1,
     on_error: OnError = "raise",
     zero_copy: ZeroCopy = False,
+    defer_reads: DeferReads = True,
     as_json: JsonFlag = False,
 ) -> None:
     """Stream a dataset as training would and report samples/s, members seen and errors.
@@ -51,8 +61,10 @@ def stream_command(
     try:
         if zero_copy and is_mixture(source):
             raise ValueError("--zero-copy reads one dataset, not a mixture")
+        if not defer_reads and is_mixture(source):
+            raise ValueError("--front-to-back reads one dataset; a mixture always reads its shards in order")
         dataset = _dataset(source, decode=decode and not zero_copy, rank=rank, world_size=world_size,
-                           on_error=on_error, zero_copy=zero_copy)  # fmt: skip
+                           on_error=on_error, zero_copy=zero_copy, defer_reads=defer_reads)  # fmt: skip
         count, members, sources, seconds = _read(dataset, workers, limit, zero_copy=zero_copy)
     except (ShardstreamError, ValueError) as exc:
         raise fail(str(exc)) from exc
@@ -81,14 +93,15 @@ def is_mixture(source: str) -> bool:
 
 
 def _dataset(
-    source: str, *, decode: bool, rank: int, world_size: int, on_error: str, zero_copy: bool = False
+    source: str, *, decode: bool, rank: int, world_size: int, on_error: str, zero_copy: bool = False,
+    defer_reads: bool = True,
 ) -> Any:
     """A ShardDataset, or a Mixture when ``source`` is a mixture's YAML file."""
     if not is_mixture(source):
         from streamer import ShardDataset
 
         return ShardDataset(source, decode=decode, image="torch", rank=rank, world_size=world_size,
-                            on_error=on_error, zero_copy=zero_copy)  # fmt: skip
+                            on_error=on_error, zero_copy=zero_copy, defer_reads=defer_reads)  # fmt: skip
     from streamer.mixconfig import load_mixture
     from streamer.mixture import Mixture
 

@@ -6,6 +6,7 @@ import io
 import json
 import os
 import tarfile
+from pathlib import Path
 
 import pytest
 from PIL import Image
@@ -156,3 +157,24 @@ def test_stream_zero_copy_reads_every_sample_in_process_and_through_workers(tmp_
     mixture.write_text("sources: []\n")
     result = runner.invoke(app, ["stream", str(mixture), "--zero-copy"])
     assert result.exit_code != 0 and "--zero-copy reads one dataset, not a mixture" in result.output
+
+
+def _bytes_read() -> int:
+    return int(next(line for line in Path("/proc/self/io").read_text().splitlines()
+                    if line.startswith("rchar:")).split()[1])  # fmt: skip
+
+
+def test_stream_front_to_back_reads_the_buffer_first_and_defer_reads_only_what_it_hands_out(tmp_path):
+    write_dataset(tmp_path / "d", [400], payload=2000)  # one 4.4 MB shard of 400 samples
+    read = {}
+    for flag in ("--defer-reads", "--front-to-back", "--defer-reads"):  # the first also imports modules
+        before = _bytes_read()
+        result = runner.invoke(app, ["stream", str(tmp_path / "d"), flag, "--limit", "1", "--no-decode"])
+        assert result.exit_code == 0, result.output
+        read[flag] = _bytes_read() - before
+    shard = (tmp_path / "d" / "train-000000.tar").stat().st_size
+    assert read["--defer-reads"] < 1 << 20 and read["--front-to-back"] > shard * 0.9
+    mixture = tmp_path / "mix.yaml"
+    mixture.write_text("sources: []\n")
+    result = runner.invoke(app, ["stream", str(mixture), "--front-to-back"])
+    assert result.exit_code != 0 and "--front-to-back reads one dataset" in result.output

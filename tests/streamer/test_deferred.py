@@ -61,7 +61,7 @@ def test_two_workers_give_the_same_samples(tmp_path):
 
 
 def test_the_first_sample_reads_one_sample_not_a_buffer(tmp_path):
-    index = write_dataset(tmp_path / "d", [400], payload=2000)  # ~25 MB of samples, ~60 KB each
+    index = write_dataset(tmp_path / "d", [400], payload=2000)  # 4.4 MB of samples, ~11 KB each
     shard_bytes = (tmp_path / "d" / "train-000000.tar").stat().st_size
     read = {}
     for defer in (True, False):
@@ -199,5 +199,5 @@ def test_a_restore_reads_nothing_again(tmp_path):
     before = _read_bytes()
     rest = iter(second)
     nxt = next(rest)["__key__"]
-    assert _read_bytes() - before < 1 << 20  # 300 buffered samples of ~30 KB would be ~9 MB
+    assert _read_bytes() - before < 1 << 20  # 300 buffered samples of ~11 KB would be ~3.3 MB
     assert head + [nxt] + [s["__key__"] for s in rest] == whole
