@@ -82,45 +82,10 @@ class ShardMapping(mmap.mmap):
         return mapping
 
 
-class MappedWindow:
-    """A whole shard mapped read-only: headers are sliced as bytes, members as read-only memoryviews into
-    the mapping (no copy, no allocation per member). The mapping is unmapped once nothing refers to it:
-    neither this window nor any member handed out."""
-
-    __slots__ = ("buf", "data", "end", "pos", "stream")
-
-    def __init__(self, mapped: ShardMapping, start: int = 0) -> None:
-        self.stream = None
-        self.buf = mapped
-        self.data = memoryview(mapped)
-        self.pos = start
-        self.end = len(mapped)
-
-    @classmethod
-    def of(cls, stream: BinaryIO, start: int) -> MappedWindow | None:
-        """The window over ``stream``'s file, when it is a plain non-empty file; else None (copy instead)."""
-        try:
-            mapping = ShardMapping.of(stream.fileno(), os.path.abspath(stream.name))  # type: ignore[attr-defined]
-        except (AttributeError, OSError, ValueError, TypeError):  # no descriptor or name (HTTP, gzip), empty
-            return None
-        return cls(mapping, start) if len(mapping) > start else None
-
-    def release(self) -> None:
-        self.buf = self.data = None  # type: ignore[assignment]  # the members keep the mapping alive
-
-    def fill(self, need: int) -> int:
-        return self.end - self.pos
-
-    def take(self, size: int) -> bytes:
-        data = self.buf[self.pos : self.pos + size]
-        self.pos += len(data)
-        return data
-
-
 class SpanWindow:
-    """One sample's bytes, already read into ``buf[0:end]`` (by one positioned read): members are sliced
-    from it (bytes from an mmap or bytes buffer, views from a memoryview); there is nothing more to read,
-    so a span cut short reads as a truncated tar."""
+    """Bytes already in memory, ``buf[pos:end]``: nothing more to read, so a span cut short reads as a
+    truncated tar. Members are sliced from ``data`` (bytes from an mmap or bytes buffer, views from a
+    memoryview); as given, one sample's bytes read by one positioned read into a reused buffer."""
 
     __slots__ = ("buf", "data", "end", "pos", "stream")
 
@@ -131,7 +96,7 @@ class SpanWindow:
         self.end = end
 
     def release(self) -> None:
-        self.buf = self.data = None  # type: ignore[assignment]  # the buffer is its owner's to reuse
+        self.buf = self.data = None  # type: ignore[assignment]  # the buffer is its owner's (or the members')
 
     def fill(self, need: int) -> int:
         return self.end - self.pos
@@ -141,3 +106,25 @@ class SpanWindow:
         data = self.buf[self.pos : stop]
         self.pos = stop
         return data
+
+
+class MappedWindow(SpanWindow):
+    """A whole shard mapped read-only: headers are sliced as bytes, members as read-only memoryviews into
+    the mapping (no copy, no allocation per member). The mapping is unmapped once nothing refers to it:
+    neither this window nor any member handed out."""
+
+    __slots__ = ()
+
+    def __init__(self, mapped: ShardMapping, start: int = 0) -> None:
+        super().__init__(mapped, len(mapped))
+        self.data = memoryview(mapped)
+        self.pos = start
+
+    @classmethod
+    def of(cls, stream: BinaryIO, start: int) -> MappedWindow | None:
+        """The window over ``stream``'s file, when it is a plain non-empty file; else None (copy instead)."""
+        try:
+            mapping = ShardMapping.of(stream.fileno(), os.path.abspath(stream.name))  # type: ignore[attr-defined]
+        except (AttributeError, OSError, ValueError, TypeError):  # no descriptor or name (HTTP, gzip), empty
+            return None
+        return cls(mapping, start) if len(mapping) > start else None
