@@ -24,7 +24,7 @@ from shardstream.format.constants import BLOCK
 from shardstream.format.window import MappedWindow, ShardMapping, SpanWindow
 
 from .nodes import Item, Node
-from .openers import is_compressed, local_path, scheme_of
+from .openers import local_path, scheme_of
 from .recovery import Recovery
 from .shardopener import ShardOpener
 
@@ -86,9 +86,9 @@ class DeferredReads:
 
     def _opened(self, shard: int) -> _OpenShard | None:
         url = self.opener.shards.urls[shard]
-        if scheme_of(url) != "file" or is_compressed(url):
+        if scheme_of(url) != "file":
             return None
-        offsets = self.opener.load_offsets(shard)
+        offsets = self.opener.load_offsets(shard)  # None for a compressed shard, which cannot seek
         if offsets is None or len(offsets) < 2:
             return None
         path = os.path.abspath(local_path(url))
