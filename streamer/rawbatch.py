@@ -29,15 +29,18 @@ _OPEN_MAPPINGS = 32  # shard mappings the receiving process keeps open for the b
 
 
 class RawBatch:
-    """A batch of raw samples. Per member slot, in sample order: ``slots`` holds (source, start, end),
-    the source being ``-1`` for ``block`` or an index into ``files`` ((path, identity) of a shard the
-    member lies in); per sample, its member ``names`` and its other values (``meta``)."""
+    """A batch of raw samples: ``batch["jpg"]`` is every sample's member ``jpg`` (read-only memoryviews
+    into the shard or the block), ``batch["__key__"]`` every sample's key; iterating gives sample dicts.
+
+    Per member slot, in sample order: ``slots`` holds (source, start, end), the source being ``-1`` for
+    ``block`` or an index into ``files`` ((path, identity) of a shard the member lies in); per sample,
+    its member ``names`` and its other values (``meta``)."""
 
     __slots__ = ("_here", "block", "files", "meta", "names", "slots")
 
     def __init__(
         self,
-        block: torch.Tensor,
+        block: torch.Tensor | None,
         slots: list[tuple[int, int, int]],
         files: list[tuple[str, tuple[int, int, int, int]]],
         names: list[tuple[str, ...]],
@@ -45,7 +48,7 @@ class RawBatch:
         here: list[ShardMapping] | None = None,
     ) -> None:
         self._here = here  # the mappings themselves, while the batch has not left the process that made it
-        self.block = block
+        self.block = block if block is not None else torch.empty(0, dtype=torch.uint8)
         self.slots = slots
         self.files = files
         self.names = names
@@ -65,17 +68,38 @@ class RawBatch:
                 sample[name] = views[source][start:end]
             yield sample
 
-    def __getitem__(self, index: int) -> dict[str, Any]:
+    def __getitem__(self, index: int | str) -> Any:
+        """``batch["jpg"]``: a column (every sample's raw member or other value of that name; KeyError
+        naming how many samples lack it); ``batch[3]``: one sample as a dict."""
+        if isinstance(index, str):
+            return self.column(index)
         if not -len(self) <= index < len(self):
             raise IndexError(f"RawBatch index {index} out of range for {len(self)} samples")
         return next(itertools.islice(iter(self), index % len(self), None))
 
-    def member(self, name: str) -> list[memoryview]:
-        """Every sample's member ``name``; KeyError naming how many samples lack it."""
-        found = [sample[name] for sample in self if name in sample]
+    def column(self, name: str) -> list[Any]:
+        """Every sample's raw member ``name`` (memoryviews) or other value ``name``, in sample order;
+        KeyError naming how many samples lack it."""
+        found: list[Any] = []
+        views = None
+        slot = 0  # where this sample's slots start
+        for names, meta in zip(self.names, self.meta, strict=True):
+            if name in names:
+                views = views or self._views()
+                source, start, end = self.slots[slot + names.index(name)]
+                found.append(views[source][start:end])
+            elif name in meta:
+                found.append(meta[name])
+            slot += len(names)
         if len(found) != len(self):
             raise KeyError(f"member {name!r} is in {len(found)} of the batch's {len(self)} samples")
         return found
+
+    def member(self, name: str) -> list[memoryview]:
+        """Every sample's raw member ``name``; KeyError naming how many samples lack it."""
+        if not any(name in names for names in self.names):
+            raise KeyError(f"member {name!r} is in 0 of the batch's {len(self)} samples")
+        return self.column(name)
 
     def gathered(self, *, pin: bool = False) -> RawBatch:
         """The same batch with every member in one block (pinned with ``pin``): one host-to-device copy."""
@@ -94,13 +118,16 @@ class RawBatch:
         return self.gathered(pin=True)
 
     def _views(self) -> dict[int, memoryview]:
-        views = {_BLOCK: memoryview(self.block.numpy()).toreadonly()}
+        views = {_BLOCK: memoryview(self.block.numpy()).toreadonly()} if self.block.numel() else {}
         for number, (path, identity) in enumerate(self.files):
             views[number] = memoryview(self._here[number] if self._here else _mapping(path, identity))
         return views
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (RawBatch, (self.block, self.slots, self.files, self.names, self.meta))
+        # An empty block (every member a reference) goes as None: an empty tensor costs ~50 us a batch
+        # to pickle and unpickle (storage sharing), about half of what the rest of the batch costs.
+        block = self.block if self.block.numel() else None
+        return (RawBatch, (block, self.slots, self.files, self.names, self.meta))
 
 
 _mappings: OrderedDict[tuple[str, tuple[int, int, int, int]], ShardMapping] = OrderedDict()
@@ -135,7 +162,8 @@ def raw_collate(samples: Sequence[Mapping[str, Any]]) -> RawBatch:
     Members read zero-copy from a local shard go as references, any other is copied once into the
     batch's block (in shared memory when this runs in a DataLoader worker); every other value
     (``__key__``, ``__url__``, decoded values) is kept per sample in ``meta``. In the main process,
-    iterate the batch for dicts of memoryviews, or ``member("jpg")``; ``gathered()`` for one block."""
+    ``batch["jpg"]`` for a column of memoryviews, or iterate the batch for dicts; ``gathered()`` for one
+    block."""
     names: list[tuple[str, ...]] = []
     meta: list[dict[str, Any]] = []
     slots: list[tuple[int, int, int]] = []
@@ -168,15 +196,15 @@ def raw_collate(samples: Sequence[Mapping[str, Any]]) -> RawBatch:
             last = tuple(own)  # one tuple object for a batch of alike samples: pickled once
         names.append(last)
         meta.append(kept)
-    block = _block(
-        sum(memoryview(m).nbytes for _, m in copies), shared=torch.utils.data.get_worker_info() is not None
-    )
-    target, at = memoryview(block.numpy()), 0
-    for slot, member in copies:
-        size = memoryview(member).nbytes
-        target[at : at + size] = member
-        slots[slot] = (_BLOCK, at, at + size)
-        at += size
+    block = None
+    if copies:
+        sizes = [memoryview(member).nbytes for _, member in copies]
+        block = _block(sum(sizes), shared=torch.utils.data.get_worker_info() is not None)
+        target, at = memoryview(block.numpy()), 0
+        for (slot, member), size in zip(copies, sizes, strict=True):
+            target[at : at + size] = member
+            slots[slot] = (_BLOCK, at, at + size)
+            at += size
     return RawBatch(block, slots, file_list, names, meta, here)
 
 

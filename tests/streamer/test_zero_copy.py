@@ -73,6 +73,8 @@ def test_raw_batches_from_workers_give_back_every_member_byte_identical(index, z
     batches = list(loader)
     assert all(isinstance(b, RawBatch) for b in batches)
     assert _by_key(s for b in batches for s in b) == default
+    by_column = {k: bytes(v) for b in batches for k, v in zip(b["__key__"], b["txt"], strict=True)}
+    assert by_column == {k: members["txt"] for k, members in default.items()}
     if zero_copy:  # members went as references into the shards, not through the block
         assert all(b.block.numel() == 0 and len(b.files) >= 1 for b in batches)
     else:
@@ -97,9 +99,23 @@ def test_a_batch_keeps_keys_values_and_mixed_members_and_crosses_by_pickle(index
     for ours in (batch, back):
         assert [_plain(s) for s in ours] == [_plain(s) for s in samples]
         assert [bytes(v) for v in ours.member("txt")] == [bytes(s["txt"]) for s in samples]
+        assert [bytes(v) for v in ours["txt"]] == [bytes(s["txt"]) for s in samples]  # columns
+        assert ours["__key__"] == [s["__key__"] for s in samples]
         assert ours[1]["label"] == 7 and ours[-1]["__key__"] == samples[-1]["__key__"]
+        with pytest.raises(KeyError, match="member 'label' is in 1 of the batch's 5 samples"):
+            ours["label"]
     with pytest.raises(KeyError, match="member 'extra' is in 1 of the batch's 5 samples"):
         batch.member("extra")
+    with pytest.raises(KeyError, match="member 'label' is in 0 of"):
+        batch.member("label")  # a value, not a raw member
+
+
+def test_a_batch_of_references_only_crosses_without_a_block(index):
+    samples = list(ShardDataset(str(index), decode=False, shuffle=False, zero_copy=True))[:8]
+    batch = raw_collate(samples)
+    back = pickle.loads(pickle.dumps(batch))
+    assert batch.block.numel() == back.block.numel() == 0 and back.block.dtype == torch.uint8
+    assert [_plain(s) for s in back] == [_plain(s) for s in samples]
 
 
 def test_a_shard_replaced_while_its_batch_is_in_flight_is_an_error_not_other_bytes(tmp_path):
