@@ -73,8 +73,9 @@ def test_raw_batches_from_workers_give_back_every_member_byte_identical(index, z
     batches = list(loader)
     assert all(isinstance(b, RawBatch) for b in batches)
     assert _by_key(s for b in batches for s in b) == default
-    by_column = {k: bytes(v) for b in batches for k, v in zip(b["__key__"], b["txt"], strict=True)}
-    assert by_column == {k: members["txt"] for k, members in default.items()}
+    for name in ("txt", "cls"):  # columns: the first member of each sample and the one after it
+        by_column = {k: bytes(v) for b in batches for k, v in zip(b["__key__"], b[name], strict=True)}
+        assert by_column == {k: members[name] for k, members in default.items()}
     if zero_copy:  # members went as references into the shards, not through the block
         assert all(b.block.numel() == 0 and len(b.files) >= 1 for b in batches)
     else:
