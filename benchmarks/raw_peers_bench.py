@@ -42,6 +42,11 @@ label sum against the source, so a reader that drops, repeats or mangles samples
                compared with bare torchcodec in the same DataLoader (each worker decoding its share of
                the bytes in memory, inherited by fork; batches stacked the same way).
 
+Baseline: ``--baseline REV`` (default ``88c9917~1``, the code the issue was filed against) adds our code at
+that commit to the raw and loader sections (``decode=False``; list collate), its sources taken with ``git
+archive`` and its C extensions built in place; the report gives today's rows as multiples of it, so "3x the
+DataLoader figure of the day the issue was filed" is read within one run, whatever this machine's speed.
+
 Method, as in ``stream_bench.py``: every run is a fresh subprocess of the contender's own interpreter,
 timed from inside after its imports (torch and the library), dataset construction included; contenders take
 turns round by round (A B C, A B C, ...), best of ``--repeats`` (3) rounds. "first sample" is the time from
@@ -91,7 +96,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness import REPO, RESULTS, warm_read
+from harness import REPO, RESULTS, SOURCE_PACKAGES, warm_read
 from harness_cli import command_line, log
 from harness_report import machine_facts, machine_lines, marker_matches, save_results, table, write_marker
 from harness_sources import check_sources, note_source_drift, snapshot_sources, source_fingerprint
@@ -116,6 +121,9 @@ MIB = 2**20
 
 # Where ours is imported from: a copy of the sources taken when the run starts (snapshot_sources).
 SRC = REPO
+# The code the issue's figures were measured on (the commit before zero_copy and raw_collate landed): run
+# beside today's so "3x today's DataLoader figure" is a ratio within one run, not against a past machine.
+ISSUE_BASELINE = "88c9917~1"
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -133,22 +141,25 @@ def python_of(lib: str) -> str:
     return OURS_PY if lib == "ours" else str(VENVS[lib] / "bin" / "python")
 
 
-def child_env(lib: str) -> dict[str, str]:
+def child_env(lib: str, src: Path | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["PYTHONHASHSEED"] = "0"
     if lib == "ours":
-        env["PYTHONPATH"] = str(SRC)
+        env["PYTHONPATH"] = str(src or SRC)
     env["LITDATA_DISABLE_VERSION_CHECK"] = "1"  # else its StreamingDataset may ask PyPI, inside the timing
     return env
 
 
-def run_child(lib: str, kind: str, spec: dict[str, Any], timeout: float | None = None) -> Outcome:
-    """Run ``raw_peers_children.py KIND SPEC`` with ``lib``'s interpreter; kill its group on timeout."""
+def run_child(
+    lib: str, kind: str, spec: dict[str, Any], timeout: float | None = None, src: Path | None = None
+) -> Outcome:
+    """Run ``raw_peers_children.py KIND SPEC`` with ``lib``'s interpreter (ours imported from ``src``, else
+    the run's snapshot); kill its group on timeout."""
     cmd = [python_of(lib), str(CHILD), kind, json.dumps(spec)]
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         started = time.perf_counter()
         proc = subprocess.Popen(
-            cmd, stdout=out, stderr=err, cwd=REPO, env=child_env(lib), start_new_session=True
+            cmd, stdout=out, stderr=err, cwd=REPO, env=child_env(lib, src), start_new_session=True
         )
         try:
             code = proc.wait(timeout=timeout)
@@ -167,7 +178,7 @@ def run_child(lib: str, kind: str, spec: dict[str, Any], timeout: float | None =
         return Outcome("error", wall, detail=f"exit {code}:\n{stderr[-3000:]}")
     result = json.loads(stdout.strip().splitlines()[-1])
     if lib == "ours":
-        check_sources(kind, result.get("source_files", {}), SRC)
+        check_sources(kind, result.get("source_files", {}), src or SRC)
     return Outcome("ok", wall, result)
 
 
@@ -247,6 +258,58 @@ def versions() -> dict[str, dict[str, str]]:
         out[lib].pop("source_files", None)
         out[lib].pop("vmhwm", None)
     return out
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The baseline: our code at an older commit, measured beside today's.
+# ---------------------------------------------------------------------------------------------------------
+@dataclass
+class Baseline:
+    rev: str  # as asked for (ISSUE_BASELINE by default)
+    commit: str  # the full hash it names
+    src: Path  # its SOURCE_PACKAGES, C extensions built in place
+
+    @property
+    def label(self) -> str:
+        return f"ours@{self.commit[:7]}"
+
+
+BASELINE_ROW = {"raw": "decode=False", "loader": "list collate"}  # the rows the issue's figures came from
+
+
+def make_baseline(rev: str, work: Path) -> Baseline:
+    """``git archive`` of ``rev``'s sources into ``work/baseline-HASH`` with its optional C extensions built
+    in place (``build_ext --inplace``, as ``pip install -e`` builds them); kept for later runs."""
+    commit = subprocess.run(
+        ["git", "-C", str(REPO), "rev-parse", "--verify", f"{rev}^{{commit}}"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if commit.returncode != 0:
+        raise SystemExit(f"--baseline {rev!r}: not a commit here ({commit.stderr.strip()})")
+    sha = commit.stdout.strip()
+    dest = work / f"baseline-{sha[:12]}"
+    done = dest / ".built"
+    if not done.exists():
+        shutil.rmtree(dest, ignore_errors=True)
+        dest.mkdir(parents=True)
+        log(f"baseline {rev} = {sha[:12]}: its sources into {dest}, C extensions built ...")
+        archive = subprocess.run(
+            ["git", "-C", str(REPO), "archive", sha, "pyproject.toml", *SOURCE_PACKAGES],
+            capture_output=True,
+            check=True,
+        )
+        subprocess.run(["tar", "-x", "-C", str(dest)], input=archive.stdout, check=True)
+        subprocess.run(
+            [OURS_PY, "-c", "from setuptools import setup; setup()", "build_ext", "--inplace", "-q"],
+            cwd=dest,
+            check=True,
+            capture_output=True,
+        )
+        compileall.compile_dir(dest, quiet=1)
+        done.write_text(sha + "\n")
+    return Baseline(rev, sha, dest)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -344,6 +407,7 @@ class Contender:
     spec: dict[str, Any]
     kind: str = "read"
     unavailable: str | None = None  # why this contender cannot run here ("n/a" in the table)
+    src: Path | None = None  # ours imported from here (the baseline's sources), else the run's snapshot
     runs: list[Outcome] = field(default_factory=list)
 
 
@@ -351,7 +415,20 @@ def _read(name: str, lib: str, formats: dict[str, Any], **spec: Any) -> Contende
     return Contender(name, lib, {"lib": lib, "path": formats[lib]["path"], **spec})
 
 
-def contenders_for(section: str, formats: dict[str, Any], probe: dict[str, Any]) -> list[Contender]:
+def contenders_for(
+    section: str, formats: dict[str, Any], probe: dict[str, Any], baseline: Baseline | None = None
+) -> list[Contender]:
+    contenders = _contenders_for(section, formats, probe)
+    if baseline is not None and section in BASELINE_ROW:
+        row = _read(f"{baseline.label}, {BASELINE_ROW[section]}", "ours", formats, options={"decode": False})
+        if section == "loader":
+            row.spec["workers"] = WORKERS
+        row.src = baseline.src
+        contenders.insert(0, row)
+    return contenders
+
+
+def _contenders_for(section: str, formats: dict[str, Any], probe: dict[str, Any]) -> list[Contender]:
     no_zero_copy = None if probe["zero_copy"] else "ShardDataset has no zero_copy parameter"
     no_raw_collate = None if probe["raw_collate"] else "streamer has no raw_collate"
     raw = {"decode": False}
@@ -474,7 +551,7 @@ def run_rounds(
             spec = dict(c.spec)
             if c.kind == "read":
                 spec["dump_after"] = max(1.0, timeout - 10)
-            outcome = run_child(c.lib, c.kind, spec, timeout=timeout)
+            outcome = run_child(c.lib, c.kind, spec, timeout=timeout, src=c.src)
             check_outcome(outcome, c.spec, source)
             outcome.result["load_1min"] = round(os.getloadavg()[0], 2)
             c.runs.append(outcome)
@@ -486,6 +563,8 @@ def run_rounds(
 # ---------------------------------------------------------------------------------------------------------
 def summarize(c: Contender) -> dict[str, Any]:
     row: dict[str, Any] = {"contender": c.name, "library": c.lib, "spec": c.spec}
+    if c.src is not None:
+        row["baseline"] = True
     if c.unavailable:
         return {**row, "status": "n/a", "why": c.unavailable}
     good = [o for o in c.runs if o.status == "ok"]
@@ -567,7 +646,22 @@ def section_markdown(section: str, rows: list[dict[str, Any]]) -> list[str]:
         )
     loads = [x for r in rows for x in r.get("load_1min_runs", []) if x is not None]
     load = f"1-minute load average after its runs: {min(loads):.1f}-{max(loads):.1f}." if loads else ""
-    return [f"## {SECTION_TITLES[section]}", "", table(header, lines), "", load, ""]
+    return [f"## {SECTION_TITLES[section]}", "", table(header, lines), "", *_vs_baseline(rows), load, ""]
+
+
+def _vs_baseline(rows: list[dict[str, Any]]) -> list[str]:
+    """A line giving each of today's ours rows as a multiple of the baseline's, when it ran."""
+    base = next((r for r in rows if r.get("baseline") and "samples_per_s" in r), None)
+    if base is None:
+        return []
+    ours = [r for r in rows if r["library"] == "ours" and not r.get("baseline") and "samples_per_s" in r]
+    parts = [f"{r['contender']} {r['samples_per_s'] / base['samples_per_s']:.2f}x" for r in ours]
+    return [
+        f"Against the baseline ({base['contender']}, {base['samples_per_s']:,.0f}/s): "
+        + "; ".join(parts)
+        + ".",
+        "",
+    ]
 
 
 def to_markdown(result: dict[str, Any]) -> str:
@@ -647,6 +741,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--results", type=Path, default=RESULTS, help="results folder")
     parser.add_argument("--no-save", action="store_true", help="print the report only")
+    parser.add_argument(
+        "--baseline",
+        default=ISSUE_BASELINE,
+        help=f"a commit of ours also measured in the raw and loader sections, its sources and C extensions "
+        f"built under the workdir (default {ISSUE_BASELINE}: the code the issue was filed against); "
+        "'none' to skip",
+    )
     return parser.parse_args(argv)
 
 
@@ -681,6 +782,7 @@ def main(argv: list[str] | None = None) -> int:
     ]
     warmed = warm_read(files)
     log(f"page cache warmed: {warmed / 1e6:.0f} MB in {len(files)} files")
+    baseline = None if args.baseline.lower() == "none" else make_baseline(args.baseline, work)
     result: dict[str, Any] = {
         "quick": args.quick,
         "command": command_line("raw_peers_bench.py", argv),
@@ -689,12 +791,13 @@ def main(argv: list[str] | None = None) -> int:
         "repeats": repeats,
         "timeout": args.timeout,
         "probe": {k: v for k, v in probe.result.items() if k not in ("source_files", "vmhwm")},
+        "baseline": {"rev": baseline.rev, "commit": baseline.commit} if baseline else None,
         "data": {"source": source, "formats": formats, "workdir": str(root)},
         "sections": {},
     }
     for section in args.only or SECTIONS:
         log(f"[{section}] {SECTION_TITLES[section]}, {repeats} round(s)")
-        contenders = contenders_for(section, formats, probe.result)
+        contenders = contenders_for(section, formats, probe.result, baseline)
         run_rounds(section, contenders, repeats, args.timeout, source)
         result["sections"][section] = [summarize(c) for c in contenders]
     result["total_seconds"] = round(time.perf_counter() - started, 1)
