@@ -36,7 +36,7 @@ class RawBatch:
     ``block`` or an index into ``files`` ((path, identity) of a shard the member lies in); per sample,
     its member ``names`` and its other values (``meta``)."""
 
-    __slots__ = ("_here", "block", "files", "meta", "names", "slots")
+    __slots__ = ("_block", "_here", "files", "meta", "names", "slots")
 
     def __init__(
         self,
@@ -48,7 +48,7 @@ class RawBatch:
         here: list[ShardMapping] | None = None,
     ) -> None:
         self._here = here  # the mappings themselves, while the batch has not left the process that made it
-        self.block = block if block is not None else torch.empty(0, dtype=torch.uint8)
+        self._block = block  # None: no member is in a block (made empty when asked for)
         self.slots = slots
         self.files = files
         self.names = names
@@ -56,6 +56,13 @@ class RawBatch:
 
     def __len__(self) -> int:
         return len(self.names)
+
+    @property
+    def block(self) -> torch.Tensor:
+        """The uint8 block holding the members that are not references into a shard (maybe empty)."""
+        if self._block is None:
+            self._block = torch.empty(0, dtype=torch.uint8)
+        return self._block
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         """Each sample as a dict, raw members as read-only memoryviews (into the shard or the block)."""
@@ -80,6 +87,11 @@ class RawBatch:
     def column(self, name: str) -> list[Any]:
         """Every sample's raw member ``name`` (memoryviews) or other value ``name``, in sample order;
         KeyError naming how many samples lack it."""
+        first = self.names[0] if self.names else ()
+        if name in first and all(names is first for names in self.names):  # alike samples: a stride
+            views = self._views()
+            at = first.index(name)
+            return [views[source][start:end] for source, start, end in self.slots[at :: len(first)]]
         found: list[Any] = []
         views = None
         slot = 0  # where this sample's slots start
@@ -118,7 +130,10 @@ class RawBatch:
         return self.gathered(pin=True)
 
     def _views(self) -> dict[int, memoryview]:
-        views = {_BLOCK: memoryview(self.block.numpy()).toreadonly()} if self.block.numel() else {}
+        block = self._block
+        views = {}
+        if block is not None and block.numel():
+            views[_BLOCK] = memoryview(block.numpy()).toreadonly()
         for number, (path, identity) in enumerate(self.files):
             views[number] = memoryview(self._here[number] if self._here else _mapping(path, identity))
         return views
@@ -126,7 +141,7 @@ class RawBatch:
     def __reduce__(self) -> tuple[Any, ...]:
         # An empty block (every member a reference) goes as None: an empty tensor costs ~50 us a batch
         # to pickle and unpickle (storage sharing), about half of what the rest of the batch costs.
-        block = self.block if self.block.numel() else None
+        block = self._block if self._block is not None and self._block.numel() else None
         return (RawBatch, (block, self.slots, self.files, self.names, self.meta))
 
 
