@@ -187,26 +187,33 @@ def raw_collate(samples: Sequence[Mapping[str, Any]]) -> RawBatch:
     here: list[ShardMapping] = []
     copies: list[tuple[int, Any]] = []  # (slot number, member) to copy into the block
     last: tuple[str, ...] = ()
+    last_mapping, last_number = None, -1  # a batch's members mostly come from a few shards
     for sample in samples:  # one pass over each sample's items: this runs per sample in every worker
         own: list[str] = []
         kept: dict[str, Any] = {}
         for name, member in sample.items():
-            if not isinstance(member, _RAW):
+            if type(member) is memoryview:
+                mapping = member.obj
+                if mapping is last_mapping or type(mapping) is ShardMapping:
+                    size = member.nbytes
+                    if size:
+                        own.append(name)
+                        if mapping is not last_mapping:
+                            last_number = files.get(id(mapping), -1)
+                            if last_number < 0:
+                                last_number = files[id(mapping)] = len(file_list)
+                                file_list.append((mapping.path, mapping.identity))
+                                here.append(mapping)
+                            last_mapping = mapping
+                        start = _offset_in(member, mapping)
+                        slots.append((last_number, start, start + size))
+                        continue
+            elif not isinstance(member, _RAW):
                 kept[name] = member
                 continue
             own.append(name)
-            mapping = member.obj if type(member) is memoryview else None
-            if isinstance(mapping, ShardMapping) and member.nbytes:
-                number = files.get(id(mapping))
-                if number is None:
-                    number = files[id(mapping)] = len(file_list)
-                    file_list.append((mapping.path, mapping.identity))
-                    here.append(mapping)
-                start = _offset_in(member, mapping)
-                slots.append((number, start, start + member.nbytes))
-            else:
-                copies.append((len(slots), member))
-                slots.append((_BLOCK, 0, 0))
+            copies.append((len(slots), member))
+            slots.append((_BLOCK, 0, 0))
         if tuple(own) != last:
             last = tuple(own)  # one tuple object for a batch of alike samples: pickled once
         names.append(last)
