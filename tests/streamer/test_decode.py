@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import gzip
 import io
 import json
@@ -480,6 +481,27 @@ def test_turbo_jpeg_path_matches_pillow_and_defers_exif_to_pillow():
     assert decode_module.fast_jpeg(rotated.getvalue(), "torch") is None  # orientation: Pillow's path
     assert decode_module.decode_image(rotated.getvalue(), "torch").shape == (3, 64, 48)
     assert decode_module.fast_jpeg(data[:200], "torch") is None  # damage: Pillow reports it
+
+
+def test_turbo_jpeg_calls_the_op_under_decode_jpeg_and_decodes_as_it_does():
+    """The wrapper's checks cost ~9 us a call, so the op under it is used, once it has decoded a probe
+    exactly as the public function does; a torchcodec whose op decodes differently keeps the public one."""
+    from streamer import image as decode_module
+
+    decode = decode_module.turbo_jpeg()
+    if decode is None:
+        pytest.skip("torchcodec is not importable here")
+    from torchcodec._core.ops import decode_jpeg as op
+    from torchcodec.decoders import decode_jpeg
+
+    assert isinstance(decode, functools.partial) and decode.func is op
+    rng = np.random.default_rng(9)
+    for shape in ((48, 64, 3), (31, 17, 3), (256, 256, 3)):
+        buffer = io.BytesIO()
+        Image.fromarray(rng.integers(0, 255, shape, dtype=np.uint8)).save(buffer, "JPEG", quality=85)
+        encoded = torch.frombuffer(bytearray(buffer.getvalue()), dtype=torch.uint8)
+        assert torch.equal(decode(encoded), decode_jpeg(encoded, mode="RGB"))
+    assert decode_module._direct_op(lambda encoded: torch.zeros(3, 8, 16, dtype=torch.uint8)) is None
 
 
 def test_jpegs_to_tensors_stay_silent_and_fast_under_warnings_as_errors() -> None:
