@@ -20,7 +20,6 @@ from typing import Any
 from shardstream.buffers import CHUNKS
 from shardstream.errors import ShardReadError, StreamError
 from shardstream.format import iter_samples
-from shardstream.format.constants import BLOCK
 from shardstream.format.window import MappedWindow, ShardMapping, SpanWindow
 
 from .nodes import Item, Node
@@ -33,10 +32,10 @@ ADVISE_BYTES = 8 << 20  # how far ahead of the ids entering the buffer their pag
 OPEN_SHARDS = 32  # shards kept open at once, least recently used closed first
 _WILLNEED = getattr(os, "POSIX_FADV_WILLNEED", None)
 
-try:  # a plain member's headers in one C call, as the front-to-back reader does
-    from shardstream.format._tarscan import member_at as _member_at
+try:  # a plain sample's headers in one C call (the front-to-back reader reads a member's in one)
+    from shardstream.format._tarscan import sample_at as _sample_at
 except ImportError:
-    _member_at = None
+    _sample_at = None
 
 
 class _OpenShard:
@@ -135,8 +134,8 @@ class DeferredReads:
                     url=entry.url,
                     offset=start + stop,
                 )
-        sample = _plain_sample(buf, members, pos, stop, entry.url) if _member_at is not None else None
-        if sample is None:  # pax or long names, damage: the general reader, which also names the damage
+        sample = _sample_at(buf, members, pos, stop, entry.url) if _sample_at is not None else None
+        if sample is None:  # GNU long names, ustar prefixes, damage: the general reader, naming any damage
             sample = self._parsed(entry, buf, pos, stop, start, end)
         return self.opener.keep_fields(sample)
 
@@ -170,26 +169,6 @@ class DeferredReads:
         """Close every shard now rather than when this is collected (reading again reopens them)."""
         self._open.clear()
         self._last_shard, self._last = -1, None
-
-
-def _plain_sample(buf: Any, members: Any, pos: int, stop: int, url: str) -> dict[str, Any] | None:
-    """The sample in ``buf[pos:stop]`` when every member is plain (one C call each: checksums, size,
-    name) and the span holds exactly one key's members; else None (the general reader decides)."""
-    sample: dict[str, Any] | None = None
-    while pos < stop:
-        member = _member_at(buf, pos)
-        if member is None:
-            return None
-        size, key, ext, data_at = member
-        if data_at + size > stop:
-            return None
-        if sample is None:
-            sample = {"__key__": key, "__url__": url}
-        elif key != sample["__key__"]:
-            return None
-        sample[ext] = members[data_at : data_at + size]
-        pos = data_at + size + (-size % BLOCK)
-    return sample if pos == stop else None
 
 
 class Fetch(Node):
