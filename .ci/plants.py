@@ -3,7 +3,8 @@
 A mutation tool finds what the suite misses; these are the bugs a reviewer planted by hand, kept so that
 "this test catches that bug" stays checkable. Each plant is applied to a fresh clone of HEAD (the work
 tree is never touched), and only its named tests run there, with the clone's code first on PYTHONPATH so
-subprocesses (the CLI, torchrun, DataLoader workers) run the planted code too.
+subprocesses (the CLI, torchrun, DataLoader workers) run the planted code too. The clone gets the C tar
+header fast path as built here, or, for a plant that patches C, the patched source compiled.
 
     .ci/plants [NAME ...]      # all plants, or those named; exit 1 if any plant survives or fails to apply
 """
@@ -32,11 +33,44 @@ def read_manifest() -> list[tuple[str, list[str]]]:
     return entries
 
 
+# Builds one extension module the way the install does (setuptools), into the clone, from outside it so
+# that the clone's pyproject.toml does not add the package's other modules to the build.
+BUILD = (
+    "import sys; from setuptools import Extension, setup; "
+    "setup(name='plant', ext_modules=[Extension(sys.argv[1], [sys.argv[2]])], "
+    "script_args=['-q', 'build_ext', '--build-lib', sys.argv[3], '--build-temp', '.'])"
+)
+
+
+def install_c_fast_path(clone: Path) -> None:
+    """The tar header fast path, as built here (a plant that patches no C runs on it)."""
+    for so in (ROOT / "shardstream" / "format").glob("_tarscan*.so"):
+        shutil.copy2(so, clone / "shardstream" / "format")
+
+
+def build_patched_c(clone: Path) -> str | None:
+    """Compile each C source the plant changed into the clone; an error line if one does not build."""
+    changed = subprocess.run(["git", "diff", "--name-only", "--", "*.c"], cwd=clone, capture_output=True,
+                             text=True, check=True).stdout.split()  # fmt: skip
+    for source in changed:
+        module = source.removesuffix(".c").replace("/", ".")
+        with tempfile.TemporaryDirectory(prefix="plant-build-") as build:
+            built = subprocess.run([sys.executable, "-c", BUILD, module, str(clone / source), str(clone)],
+                                   cwd=build, capture_output=True, text=True, check=False)  # fmt: skip
+        if built.returncode:
+            return f"does not build: {(built.stderr.strip().splitlines() or ['?'])[-1]}"
+    return None
+
+
 def replay(clone: Path, patch: str, tests: list[str]) -> tuple[str, float]:
     subprocess.run(["git", "checkout", "-q", "--", "."], cwd=clone, check=True)
+    install_c_fast_path(clone)  # undoes an earlier plant's build
     applied = subprocess.run(["git", "apply", str(PLANTS / patch)], cwd=clone, capture_output=True, text=True)
     if applied.returncode:
         return f"does not apply: {applied.stderr.strip().splitlines()[0]}", 0.0
+    failed_build = build_patched_c(clone)
+    if failed_build:
+        return failed_build, 0.0
     env = {**os.environ, "PYTHONPATH": str(clone)}
     started = time.monotonic()
     run = subprocess.run(
@@ -58,8 +92,6 @@ def main(names: list[str]) -> int:
     with tempfile.TemporaryDirectory(prefix="plants-") as tmp:
         clone = Path(tmp) / "clone"
         subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
-        for so in (ROOT / "shardstream" / "format").glob("_tarscan*.so"):  # the C fast path, as built here
-            shutil.copy2(so, clone / "shardstream" / "format")
         for patch, tests in entries:
             verdict, seconds = replay(clone, patch, tests)
             bad += not verdict.startswith("caught")
