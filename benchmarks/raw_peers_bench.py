@@ -88,6 +88,7 @@ import os
 import re
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -650,14 +651,22 @@ def section_markdown(section: str, rows: list[dict[str, Any]]) -> list[str]:
 
 
 def _vs_baseline(rows: list[dict[str, Any]]) -> list[str]:
-    """A line giving each of today's ours rows as a multiple of the baseline's, when it ran."""
+    """A line giving each of today's ours rows as a multiple of the baseline's, when it ran: best against
+    best, and the median over rounds of the ratio within a round (the two ran a few seconds apart there,
+    so a slow spell of the machine weighs on both)."""
     base = next((r for r in rows if r.get("baseline") and "samples_per_s" in r), None)
     if base is None:
         return []
     ours = [r for r in rows if r["library"] == "ours" and not r.get("baseline") and "samples_per_s" in r]
-    parts = [f"{r['contender']} {r['samples_per_s'] / base['samples_per_s']:.2f}x" for r in ours]
+    parts = []
+    for r in ours:
+        paired = [b["seconds"] / o["seconds"] for b, o in zip(base["runs"], r["runs"], strict=False)
+                  if b.get("status") == o.get("status") == "ok"]  # fmt: skip
+        spread = f"{min(paired):.2f}-{max(paired):.2f}x over {len(paired)}" if paired else ""
+        within = f" (per round: median {statistics.median(paired):.2f}x, {spread})" if len(paired) > 1 else ""
+        parts.append(f"{r['contender']} {r['samples_per_s'] / base['samples_per_s']:.2f}x{within}")
     return [
-        f"Against the baseline ({base['contender']}, {base['samples_per_s']:,.0f}/s): "
+        f"Against the baseline ({base['contender']}, {base['samples_per_s']:,.0f}/s), best against best: "
         + "; ".join(parts)
         + ".",
         "",

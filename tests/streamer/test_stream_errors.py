@@ -71,7 +71,8 @@ def test_reading_through_fork_workers_starts_no_helper_process(damaged):
         from torch.utils.data import DataLoader
         from streamer import ShardDataset
         ds = ShardDataset({str(index)!r}, decode=False, on_error="skip", buffer_size=4, keep_length=False)
-        keys = [s["__key__"] for s in DataLoader(ds, batch_size=None, num_workers=2)]
+        loader = DataLoader(ds, batch_size=None, num_workers=2, multiprocessing_context="fork")
+        keys = [s["__key__"] for s in loader]
         print(len(keys), ds.errors["samples_skipped"], tracker._resource_tracker._pid)
     """)
     run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
