@@ -15,8 +15,8 @@ their workers added to the same counter in the same instant.
 
 from __future__ import annotations
 
-import multiprocessing
 from multiprocessing.context import get_spawning_popen
+from multiprocessing.sharedctypes import RawArray
 from typing import Any
 
 from torch.utils.data import get_worker_info
@@ -24,12 +24,11 @@ from torch.utils.data import get_worker_info
 COUNTERS = ("samples_skipped", "samples_repeated", "shards_failed", "decode_errors")
 WORKER_ROWS = 256  # rows for DataLoader workers; the main process has one more
 _EPOCH = 0  # the epoch, written by the main process only; then the rows of counters
-_CONTEXT = multiprocessing.get_context()  # a lock-free array lives in the same memory in every context
 
 
 class SharedState:
     def __init__(self, epoch: int = 0) -> None:
-        self._values = _CONTEXT.RawArray("q", 1 + (1 + WORKER_ROWS) * len(COUNTERS))
+        self._values = RawArray("q", 1 + (1 + WORKER_ROWS) * len(COUNTERS))
         self._values[_EPOCH] = epoch
 
     @property

@@ -50,14 +50,21 @@ static Py_ssize_t key_length(const unsigned char *name, Py_ssize_t length) {
     return length;
 }
 
+/* The extension of a name whose key ends at dot: what follows the dot, or "" when there is none. */
+static PyObject *extension(const unsigned char *name, Py_ssize_t length, Py_ssize_t dot) {
+    return dot < length ? decode(name + dot + 1, length - dot - 1) : PyUnicode_FromStringAndSize("", 0);
+}
+
+/* A member's size rounded up to whole blocks, as it lies in the archive. */
+static long long padded(long long size) { return size + (BLOCK - size % BLOCK) % BLOCK; }
+
 /* (size, key, ext, data_at): the name split by the key/extension rule
  * (keys.split_member_name): the key runs up to the first dot after the last slash. */
 static PyObject *member_tuple(const unsigned char *name, Py_ssize_t length, long long size, PyObject *data_at) {
     if (data_at == NULL) return NULL;
     Py_ssize_t dot = key_length(name, length);
     PyObject *key = decode(name, dot);
-    PyObject *ext = key == NULL ? NULL : (dot < length ? decode(name + dot + 1, length - dot - 1)
-                                                       : PyUnicode_FromStringAndSize("", 0));
+    PyObject *ext = key == NULL ? NULL : extension(name, length, dot);
     if (ext == NULL) {
         Py_XDECREF(key);
         Py_XDECREF(data_at);
@@ -115,7 +122,7 @@ static int header_at(const unsigned char *base, Py_ssize_t len, Py_ssize_t pos, 
         long long pax_size = octal_field(h + 124, 12);
         if (pax_size < 0 || pos + BLOCK + pax_size > len) return 0;
         if (pax_path_size(h + BLOCK, (Py_ssize_t)pax_size, &path, &path_len, size) < 0) return 0;
-        Py_ssize_t next = pos + BLOCK + (Py_ssize_t)(pax_size + ((BLOCK - pax_size % BLOCK) % BLOCK));
+        Py_ssize_t next = pos + BLOCK + (Py_ssize_t)padded(pax_size);
         if (next > len - BLOCK) return 0;
         h = base + next;
         if (path != NULL && path_len == 0) path = NULL; /* an empty pax path: the header's name counts */
@@ -203,13 +210,13 @@ static PyObject *sample_at(PyObject *module, PyObject *const *args, Py_ssize_t n
         } else if (dot != key_len || memcmp(name, key, key_len) != 0) {
             goto none;
         }
-        PyObject *ext = dot < name_len ? decode(name + dot + 1, name_len - dot - 1) : PyUnicode_FromStringAndSize("", 0);
+        PyObject *ext = extension(name, name_len, dot);
         PyObject *data = ext == NULL ? NULL : PySequence_GetSlice(args[1], data_at, data_at + (Py_ssize_t)size);
         int failed = data == NULL || PyDict_SetItem(sample, ext, data) < 0;
         Py_XDECREF(ext);
         Py_XDECREF(data);
         if (failed) goto error;
-        pos = data_at + (Py_ssize_t)(size + ((BLOCK - size % BLOCK) % BLOCK));
+        pos = data_at + (Py_ssize_t)padded(size);
     }
     if (pos == stop && sample != NULL) goto done;
 none:
