@@ -43,7 +43,7 @@ def _shards() -> Any:
     import numpy as np
 
     from shardstream.format import BracePattern
-    from streamer.shards import ShardList
+    from streamer.placement.shards import ShardList
 
     counts = np.random.default_rng(0).integers(1, 201, SHARDS, dtype=np.int64)
     return ShardList(BracePattern("train-{0000000..9999999}.tar"), counts, "bench")
@@ -51,8 +51,8 @@ def _shards() -> Any:
 
 def _old_states(shards: Any, identity: dict[str, Any]) -> list[dict[str, Any]]:
     """Every old rank's StatefulDataLoader state: each worker a third of the way in, its buffer full."""
-    from streamer.elastic import Stream, original_plan
-    from streamer.placement import shard_order
+    from streamer.elastic.deal import Stream, original_plan
+    from streamer.placement.segments import shard_order
 
     world, workers = OLD
     total = int(shards.counts.sum())
@@ -79,9 +79,9 @@ def _old_states(shards: Any, identity: dict[str, Any]) -> list[dict[str, Any]]:
 def child(kind: str) -> None:
     import tracemalloc
 
-    from streamer.elastic import Stream, deal
-    from streamer.placement import counted_segments, shard_order
-    from streamer.restore import dataset_digest, elastic_pending
+    from streamer.elastic.deal import Stream, deal
+    from streamer.elastic.restore import dataset_digest, elastic_pending
+    from streamer.placement.segments import counted_segments, shard_order
 
     shards = _shards()
     identity = {"dataset": dataset_digest(shards), "seed": 0, "shuffle": True, "remainder": "drop"}

@@ -49,13 +49,13 @@ IMPORTED_FROM = {  # every project name the benchmarks use -> the module it is i
     "ShardMap": "streamer",
     "SampleDecoder": "streamer",
     "Permutation": "streamer",
-    "HttpOptions": "streamer.http",
-    "HttpStream": "streamer.http",
-    "turbo_jpeg": "streamer.image",
+    "HttpOptions": "shardstream.io.http",
+    "HttpStream": "shardstream.io.http",
+    "turbo_jpeg": "streamer.decode.image",
     "nginx": "tests.servers",
 }
-DATASET_MODULE = "streamer.dataset"  # a stream child imports these two before its clock starts
-DECODE_MODULE = "streamer.decode"  # (it imports torch; ShardDataset imports it on construction)
+DATASET_MODULE = "streamer.datasets.shard"  # a stream child imports these two before its clock starts
+DECODE_MODULE = "streamer.decode.sample"  # (it imports torch; ShardDataset imports it on construction)
 
 
 def project(name: str) -> Any:

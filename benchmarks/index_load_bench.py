@@ -6,7 +6,7 @@ Both indexes describe the same made-up shards (no tar files: loading reads only 
 writes them. Every figure comes from a fresh subprocess, best of 3 for time; contenders take turns:
 
 1. ``load``     ``DatasetIndex.load(path)`` (``shardstream info``, ``verify``, the indexer, the packer)
-2. ``list``     ``streamer.shards.ShardList.from_source(path)`` (what every streamer reader does first)
+2. ``list``     ``streamer.placement.shards.ShardList.from_source(path)`` (every reader's first step)
 3. ``dataset``  ``streamer.ShardDataset(path)``, the whole constructor, then ``len(ds)``
 
 Peak RSS is the child's ``resource.getrusage(RUSAGE_SELF).ru_maxrss`` when it is done, minus that of a
@@ -71,10 +71,10 @@ def child(kind: str, path: str) -> None:
     if kind in ("load", "import-format"):
         from shardstream.format import DatasetIndex
     else:
-        import streamer.dataset
-        import streamer.decode  # noqa: F401  (ShardDataset imports it on construction)
+        import streamer.datasets.shard
+        import streamer.decode.sample  # noqa: F401  (ShardDataset imports it on construction)
         from streamer import ShardDataset
-        from streamer.shards import ShardList
+        from streamer.placement.shards import ShardList
     out: dict[str, Any] = {"seconds": 0.0}
     started = time.perf_counter()
     if kind == "load":

@@ -51,9 +51,9 @@ def child(kind: str, spec: dict[str, Any]) -> None:
 
     import torch  # noqa: F401  (imported before the clock, as in stream_bench)
 
-    from streamer.dataset import ShardDataset
-    from streamer.mixplan import Interleave, Share, plan_mixture
-    from streamer.mixture import Mixture
+    from streamer.datasets.shard import ShardDataset
+    from streamer.mixture.mixture import Mixture
+    from streamer.mixture.plan import Interleave, Share, plan_mixture
 
     if kind == "plan":
         shares = [

@@ -57,7 +57,7 @@ def _indexes(root: Path) -> list[Path]:
 
 
 def _mixture(folders: list[Path], world: int) -> Any:
-    from streamer.mixture import Mixture
+    from streamer.mixture.mixture import Mixture
 
     sources = [{"path": str(f), "weight": j + 1, "decode": False} for j, f in enumerate(folders)]
     return Mixture(sources, buffer_size=BUFFER, rank=0, world_size=world)
@@ -84,7 +84,7 @@ def _old_states(mixture: Any) -> list[dict[str, Any]]:
 def child(kind: str, root: str) -> None:
     import tracemalloc
 
-    from streamer.mixresume import resume_point
+    from streamer.mixture.resume import resume_point
 
     folders = sorted(Path(root).glob("source-*"))
     old = _mixture(folders, OLD[0])

@@ -36,9 +36,9 @@ label sum against the source, so a reader that drops, repeats or mangles samples
                the exception lines it printed and where the main thread waited (faulthandler dumps the
                stacks ten seconds before the kill); a contender that hangs or fails is not run again.
 3. ``decode``  JPEGs to uint8 CHW tensors: bare torchcodec ``decode_jpeg(bytes, mode="RGB")`` (what the
-               streamer's ``image="torch"`` calls, ``streamer/image.py``) over bytes already in memory, vs
+               streamer's ``image="torch"`` calls, ``decode/image.py``) over bytes already in memory, vs
                ``ShardDataset(index, shuffle=True, image="torch")`` in process and through the DataLoader
-               (2 workers, batch 64, ``streamer.collate`` stacking the images); the DataLoader row is
+               (2 workers, batch 64, ``streamer.batch.collate`` stacking the images); the DataLoader row is
                compared with bare torchcodec in the same DataLoader (each worker decoding its share of
                the bytes in memory, inherited by fork; batches stacked the same way).
 
@@ -494,7 +494,7 @@ def _contenders_for(section: str, formats: dict[str, Any], probe: dict[str, Any]
                 kind="bare",
             ),
             _read(
-                'ours, image="torch", DataLoader, streamer.collate',
+                'ours, image="torch", DataLoader, streamer.batch.collate',
                 "ours",
                 formats,
                 options=torch_images,
@@ -598,7 +598,7 @@ SECTION_TITLES = {
     "loader": f"2. Raw bytes through a DataLoader (batch {BATCH}, {WORKERS} workers)",
     "decode": f"3. Decoded to uint8 CHW tensors ({SIDE}x{SIDE})",
 }
-BARE_LOADER = "bare torchcodec decode_jpeg, DataLoader workers, streamer.collate"
+BARE_LOADER = "bare torchcodec decode_jpeg, DataLoader workers, streamer.batch.collate"
 REFERENCE = {
     "raw": "ours, decode=False",
     "loader": "ours, list collate",

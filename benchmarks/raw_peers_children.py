@@ -124,8 +124,8 @@ def import_before_clock(lib: str) -> None:
 
     if lib == "ours":
         import streamer
-        import streamer.dataset
-        import streamer.decode  # noqa: F401
+        import streamer.datasets.shard
+        import streamer.decode.sample  # noqa: F401
 
         # The streamer decodes plain JPEGs to tensors with torchcodec when it is installed.
         with contextlib.suppress(ImportError, OSError, RuntimeError):
@@ -331,7 +331,7 @@ def jpeg_members(index: str) -> list[tuple[bytes, bytes]]:
 def child_bare(spec: dict[str, Any]) -> dict[str, Any]:
     """The floor for decoding: torchcodec's ``decode_jpeg`` (what the streamer calls) over bytes in memory;
     with ``workers``, the same in DataLoader workers (each decodes its share of the bytes, which it
-    inherited by fork), batches stacked by ``streamer.collate`` as ours are."""
+    inherited by fork), batches stacked by ``streamer.batch.collate`` as ours are."""
     import torch
     from torchcodec.decoders import decode_jpeg
 

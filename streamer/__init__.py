@@ -10,38 +10,38 @@ import importlib
 from typing import Any
 
 _EXPORTS = {
-    "DecodeOptions": "decode",
-    "Errors": "options",
-    "HttpOptions": "httpoptions",
-    "Mapper": "mapper",
-    "MixSource": "mixsource",
-    "Mixture": "mixture",
-    "ON_ERROR": "options",
-    "OpenOptions": "openers",
-    "Padded": "collate",
-    "Permutation": "permute",
-    "Placement": "options",
-    "RawBatch": "rawbatch",
-    "Reading": "options",
-    "Recovery": "recovery",
-    "SampleDecoder": "decode",
-    "SampleReader": "reader",
-    "Segment": "placement",
-    "ShardCache": "cache",
-    "ShardDataset": "dataset",
-    "ShardList": "shards",
-    "ShardMap": "shardmap",
-    "ShardOpener": "shardopener",
-    "ShuffleBuffer": "shuffle",
-    "StandIns": "standins",
-    "collate": "collate",
-    "counted_segments": "placement",
-    "iter_samples": "shardopener",
-    "open_stream": "openers",
-    "pad_collate": "collate",
-    "raw_collate": "rawbatch",
-    "register_decoder": "decoders",
-    "register_opener": "openers",
+    "DecodeOptions": "streamer.decode.sample",
+    "Errors": "streamer.datasets.options",
+    "HttpOptions": "shardstream.io.httpoptions",
+    "Mapper": "streamer.chain.mapper",
+    "MixSource": "streamer.mixture.source",
+    "Mixture": "streamer.mixture.mixture",
+    "ON_ERROR": "streamer.datasets.options",
+    "OpenOptions": "shardstream.io.openers",
+    "Padded": "streamer.batch.collate",
+    "Permutation": "streamer.placement.permute",
+    "Placement": "streamer.datasets.options",
+    "RawBatch": "streamer.batch.rawbatch",
+    "Reading": "streamer.datasets.options",
+    "Recovery": "streamer.chain.recovery",
+    "SampleDecoder": "streamer.decode.sample",
+    "SampleReader": "streamer.chain.reader",
+    "Segment": "streamer.placement.segments",
+    "ShardCache": "shardstream.io.cache",
+    "ShardDataset": "streamer.datasets.shard",
+    "ShardList": "streamer.placement.shards",
+    "ShardMap": "streamer.datasets.shardmap",
+    "ShardOpener": "streamer.chain.opener",
+    "ShuffleBuffer": "streamer.chain.shuffle",
+    "StandIns": "streamer.chain.standins",
+    "collate": "streamer.batch.collate",
+    "counted_segments": "streamer.placement.segments",
+    "iter_samples": "streamer.chain.opener",
+    "open_stream": "shardstream.io.openers",
+    "pad_collate": "streamer.batch.collate",
+    "raw_collate": "streamer.batch.rawbatch",
+    "register_decoder": "streamer.decode.registry",
+    "register_opener": "shardstream.io.openers",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -50,7 +50,7 @@ __all__ = sorted(_EXPORTS)
 def __getattr__(name: str) -> Any:
     if name not in _EXPORTS:
         raise AttributeError(f"module 'streamer' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+    value = getattr(importlib.import_module(_EXPORTS[name]), name)
     globals()[name] = value
     return value
 

@@ -36,9 +36,9 @@ from shardstream.format import (
 )
 from shardstream.format.index import ShardEntry
 from shardstream.format.scan import scan_file
+from shardstream.io.http import HttpOptions, HttpStream
+from shardstream.io.openers import OpenOptions, open_stream, read_small
 from streamer import ShardDataset
-from streamer.http import HttpOptions, HttpStream
-from streamer.openers import OpenOptions, open_stream, read_small
 from tests.conftest import write_dataset
 from tests.servers import Faults, FaultServer, free_port
 

@@ -80,7 +80,7 @@ def index_command(
 
 
 def _open_remote(url: str) -> BinaryIO:
-    from streamer.openers import open_stream
+    from shardstream.io.openers import open_stream
 
     return open_stream(url)
 

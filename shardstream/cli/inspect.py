@@ -165,7 +165,7 @@ def _scan_all(urls: Any, damaged: list[str]) -> tuple[dict[str, list[int]], list
         if "://" not in url and not url.endswith((".gz", ".tgz")):
             scan = scan_file(url)
         else:  # remote or compressed: streamed, read and dropped
-            from streamer.openers import open_stream
+            from shardstream.io.openers import open_stream
 
             with open_stream(url) as stream:
                 scan = scan_shard(stream, url=url)
@@ -206,7 +206,7 @@ def _load_local_index(index: Path) -> DatasetIndex:
 
 
 def _load_index(url: str) -> DatasetIndex:
-    from streamer.openers import join_url, read_small
+    from shardstream.io.openers import join_url, read_small
 
     try:
         data = read_small(url)
@@ -232,7 +232,7 @@ def _decode(found: Verification, *, quiet: bool) -> None:
 
 def _media_decoders() -> Callable[[str], Callable[[bytes], Any] | None]:
     """Member name -> decoder, for the extensions the streamer's registry maps to its media decoders."""
-    from streamer.decoders import DECODERS, decode_audio, decode_image, decode_video
+    from streamer.decode.registry import DECODERS, decode_audio, decode_image, decode_video
 
     media = ((decode_image, partial(decode_image, mode="pil")), (decode_audio, decode_audio),
              (decode_video, partial(decode_video, frames=VIDEO_FRAMES)))  # fmt: skip

@@ -22,7 +22,7 @@ from ..sizes import format_size
 from .common import JsonFlag, echo_json, fail
 
 if TYPE_CHECKING:
-    from streamer.shards import ShardList
+    from streamer.placement.shards import ShardList
 
 Source = Annotated[
     str,
@@ -132,7 +132,7 @@ def index_url(source: str) -> str | None:
 
 def shard_list(source: str) -> ShardList:
     """The streamer's ShardList for SOURCE (torch-free); an unusable source exits 1 with the reason."""
-    from streamer.shards import ShardList
+    from streamer.placement.shards import ShardList
 
     try:
         return ShardList.from_source(resolve_source(source))
@@ -142,7 +142,7 @@ def shard_list(source: str) -> ShardList:
 
 def read_in_order(shards: ShardList) -> Iterator[Found]:
     """Every sample from the first shard's first byte on, with where it is."""
-    from streamer.shardopener import ShardOpener
+    from streamer.chain.opener import ShardOpener
 
     opener = ShardOpener(shards)
     position = 0
@@ -162,7 +162,7 @@ def find_sample(source: str, key: str | None, position: int | None) -> Found:
     """The sample with ``key`` (the first, if several) or at ``position``; exits 1 when there is none."""
     shards = shard_list(source)
     if shards.counts is not None and (position is not None or shards.keys_url is not None):
-        from streamer.shardmap import ShardMap
+        from streamer.datasets.shardmap import ShardMap
 
         mapped = ShardMap(resolve_source(source), decode=False)
         if position is not None:

@@ -102,8 +102,8 @@ def _dataset(
 
         return ShardDataset(source, decode=decode, image="torch", rank=rank, world_size=world_size,
                             on_error=on_error, zero_copy=zero_copy, defer_reads=defer_reads)  # fmt: skip
-    from streamer.mixconfig import load_mixture
-    from streamer.mixture import Mixture
+    from streamer.mixture.config import load_mixture
+    from streamer.mixture.mixture import Mixture
 
     sources, options = load_mixture(source)
     if not decode:

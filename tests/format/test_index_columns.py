@@ -22,7 +22,7 @@ from shardstream.format.constants import COLUMNS_MAGIC, COLUMNS_NAME
 from shardstream.format.verify import check_dataset
 from shardstream.indexer import IndexOptions, index_source
 from streamer import ShardDataset
-from streamer.shards import ShardList
+from streamer.placement.shards import ShardList
 from tests.conftest import write_dataset
 
 pytest_plugins = ["tests.servers"]

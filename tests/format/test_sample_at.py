@@ -1,5 +1,5 @@
 """``sample_at`` (_tarscan.c): one sample's members in one C call, for the deferred reader
-(streamer/deferred.py). It must give exactly the general reader's sample, or decline (None) and let the
+(streamer/chain/deferred.py). It must give exactly the general reader's sample, or decline (None) and let the
 general reader decide; and it must not decline the plain samples our packer writes."""
 
 from __future__ import annotations

@@ -10,8 +10,8 @@ import pytest
 
 from shardstream.format.sidecars import offsets_sidecar, sidecar_stem
 from shardstream.indexer import IndexOptions, index_source, resolve_source
+from shardstream.io.openers import open_stream
 from streamer import ShardDataset, ShardMap
-from streamer.openers import open_stream
 from tests.indexer.builders import shardwriter_dataset
 
 

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from shardstream.errors import ShardNotFoundError, ShardReadError
-from streamer.cache import STALE_TEMP_AGE, ShardCache
+from shardstream.io.cache import STALE_TEMP_AGE, ShardCache
 
 
 def content(url: str, size: int | None = None) -> bytes:
@@ -304,7 +304,7 @@ def test_lru_matches_a_model(sizes, ops, limit):
 
 def test_an_object_found_missing_is_remembered_so_no_server_is_asked_again(tmp_path):
     """An optional sidecar that is not there costs one request per cache, not one per epoch."""
-    from streamer.openers import OpenOptions, read_small
+    from shardstream.io.openers import OpenOptions, read_small
     from tests.servers import FaultServer
 
     served = tmp_path / "served"

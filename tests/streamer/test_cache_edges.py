@@ -15,7 +15,7 @@ import warnings
 import pytest
 
 from shardstream.errors import ShardNotFoundError, ShardReadError
-from streamer.cache import STALE_TEMP_AGE, ShardCache
+from shardstream.io.cache import STALE_TEMP_AGE, ShardCache
 
 
 def _writer(data: bytes, calls: list | None = None):
@@ -402,7 +402,7 @@ _CLOSE_FAILS = """
 import resource, signal, sys
 from pathlib import Path
 from shardstream.errors import ShardReadError
-from streamer.cache import ShardCache
+from shardstream.io.cache import ShardCache
 
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG instead
 resource.setrlimit(resource.RLIMIT_FSIZE, (20_000, 20_000))

@@ -11,8 +11,8 @@ import pytest
 import torch
 from PIL import Image
 
-from streamer.collate import Padded, collate, pad_collate
-from streamer.decode import SampleDecoder
+from streamer.batch.collate import Padded, collate, pad_collate
+from streamer.decode.sample import SampleDecoder
 
 
 def jpeg(width: int, height: int) -> bytes:

@@ -18,7 +18,7 @@ import torch
 from PIL import Image, ImageOps
 
 from shardstream.errors import DecodeError, MissingMemberError, ShardReadError
-from streamer.decode import DECODERS, SampleDecoder, register_decoder
+from streamer.decode.sample import DECODERS, SampleDecoder, register_decoder
 
 URL = "file:///data/train-000003.tar"
 PIL_FORMATS = {"jpg": "JPEG", "png": "PNG", "webp": "WEBP"}
@@ -461,7 +461,7 @@ def test_the_registry_covers_the_documented_extensions() -> None:
 
 
 def test_turbo_jpeg_path_matches_pillow_and_defers_exif_to_pillow():
-    from streamer import image as decode_module
+    from streamer.decode import image as decode_module
 
     if decode_module.turbo_jpeg() is None:
         pytest.skip("torchcodec is not importable here")
@@ -486,7 +486,7 @@ def test_turbo_jpeg_path_matches_pillow_and_defers_exif_to_pillow():
 def test_turbo_jpeg_calls_the_op_under_decode_jpeg_and_decodes_as_it_does():
     """The wrapper's checks cost ~9 us a call, so the op under it is used, once it has decoded a probe
     exactly as the public function does; a torchcodec whose op decodes differently keeps the public one."""
-    from streamer import image as decode_module
+    from streamer.decode import image as decode_module
 
     decode = decode_module.turbo_jpeg()
     if decode is None:
@@ -510,7 +510,7 @@ def test_jpegs_to_tensors_stay_silent_and_fast_under_warnings_as_errors() -> Non
     script = (
         "import io, torch\n"
         "from PIL import Image\n"
-        "from streamer.image import decode_image\n"
+        "from streamer.decode.image import decode_image\n"
         "buf = io.BytesIO(); Image.new('RGB', (40, 24), (200, 30, 90)).save(buf, 'JPEG', quality=95)\n"
         "chw = [decode_image(buf.getvalue(), 'torch') for _ in range(3)]\n"
         "assert chw[0].shape == (3, 24, 40) and all(torch.equal(chw[0], c) for c in chw)\n"

@@ -13,8 +13,8 @@ import torch
 from PIL import Image
 
 from streamer import ShardDataset
-from streamer.decode import DECODERS, SampleDecoder
-from streamer.decoders import decode_audio, decode_image, decode_video
+from streamer.decode.registry import decode_audio, decode_image, decode_video
+from streamer.decode.sample import DECODERS, SampleDecoder
 
 FFMPEG = shutil.which("ffmpeg")
 TONE, RATE, SECONDS = 440, 48000, 0.5

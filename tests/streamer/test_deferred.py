@@ -1,4 +1,4 @@
-"""Deferred reads (streamer/deferred.py): behind the shuffle buffer local shards are read by sample as
+"""Deferred reads (streamer/chain/deferred.py): behind the shuffle buffer local shards are read by sample as
 samples leave it. The stream must equal the front-to-back one sample for sample; the buffer must hold no
 bytes; damage found late is skipped and counted as it would be early; states move between the two."""
 

@@ -13,10 +13,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streamer.elastic import Plan, Progress, Stream, deal, leftover, original_plan
-from streamer.nodes import Item, Node
-from streamer.placement import Segment, counted_segments, rank_quota, shard_order
-from streamer.shuffle import ShuffleBuffer
+from streamer.chain.node import Item, Node
+from streamer.chain.shuffle import ShuffleBuffer
+from streamer.elastic.deal import Plan, Progress, Stream, deal, leftover, original_plan
+from streamer.placement.segments import Segment, counted_segments, rank_quota, shard_order
 
 SEED, EPOCH = 11, 3
 

@@ -15,8 +15,8 @@ import pytest
 from torch.utils.data import DataLoader
 
 from shardstream.errors import ShardNotFoundError, ShardReadError
+from shardstream.io.http import HttpOptions, HttpStream, if_range
 from streamer import ShardDataset
-from streamer.http import HttpOptions, HttpStream, if_range
 from tests.conftest import write_dataset
 from tests.servers import Faults, FaultServer, nginx
 from tests.servers.ranges import validators

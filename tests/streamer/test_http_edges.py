@@ -13,7 +13,7 @@ from urllib3 import HTTPResponse
 from urllib3.exceptions import MaxRetryError, ProtocolError, SSLError
 
 from shardstream.errors import ShardNotFoundError, ShardReadError
-from streamer.http import HttpOptions, HttpStream, _certificate_problem, _total_length, read_http
+from shardstream.io.http import HttpOptions, HttpStream, _certificate_problem, _total_length, read_http
 from tests.servers import Faults, FaultServer
 
 SIZE = 300_000

@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streamer.elastic import Plan, join
-from streamer.mixelastic import PlanStream, deal_sources, rank_shares, unread, worker_budgets
-from streamer.mixplan import Interleave, Share, plan_mixture
-from streamer.passes import PassStream
+from streamer.elastic.deal import Plan, join
+from streamer.mixture.elastic import PlanStream, deal_sources, rank_shares, unread, worker_budgets
+from streamer.mixture.passes import PassStream
+from streamer.mixture.plan import Interleave, Share, plan_mixture
 
 
 def handed(stream, run, window, count):

@@ -12,9 +12,9 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from streamer.mixplan import Interleave, Share, _native_fill, apportion, epoch_targets, plan_mixture
-from streamer.passes import PassStream, RunSegments
-from streamer.stratify import Stratified
+from streamer.mixture.passes import PassStream, RunSegments
+from streamer.mixture.plan import Interleave, Share, _native_fill, apportion, epoch_targets, plan_mixture
+from streamer.mixture.stratify import Stratified
 
 
 def _counts_at_every_prefix(sequence: list[int], sources: int) -> np.ndarray:
@@ -339,7 +339,7 @@ def test_a_stratified_order_restored_from_its_state_continues_identically(budget
     assert list(Stratified(budgets, batch, state["counts"], state["batch_start"])) == full[stop:]
 
 
-@pytest.mark.skipif(_native_fill is None, reason="streamer/_interleave.c is not built here")
+@pytest.mark.skipif(_native_fill is None, reason="streamer/mixture/_interleave.c is not built here")
 @settings(max_examples=150, deadline=None)
 @given(
     st.lists(st.integers(0, 60), min_size=1, max_size=40).filter(any),

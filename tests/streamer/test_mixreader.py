@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 from shardstream.format import decode_offsets
-from streamer.mixplan import Interleave
-from streamer.mixture import Mixture
-from streamer.passes import PassStream, RunSegments, _pass_seed
-from streamer.stratify import Stratified
+from streamer.mixture.mixture import Mixture
+from streamer.mixture.passes import PassStream, RunSegments, _pass_seed
+from streamer.mixture.plan import Interleave
+from streamer.mixture.stratify import Stratified
 from tests.conftest import write_dataset
 
 _OPENED: list[str] | None = None  # tar files opened while a test counts them (the audit hook below)

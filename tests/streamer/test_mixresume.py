@@ -8,7 +8,7 @@ import collections
 import pytest
 from torchdata.stateful_dataloader import StatefulDataLoader
 
-from streamer.mixture import Mixture
+from streamer.mixture.mixture import Mixture
 from tests.conftest import write_dataset
 
 pytestmark = pytest.mark.filterwarnings("ignore:'set_vital' is deprecated")

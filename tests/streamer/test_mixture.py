@@ -12,7 +12,7 @@ from torchdata.stateful_dataloader import StatefulDataLoader
 
 from shardstream.errors import ShardReadError
 from streamer import ShardDataset
-from streamer.mixture import Mixture
+from streamer.mixture.mixture import Mixture
 from tests.conftest import write_dataset
 
 pytestmark = pytest.mark.filterwarnings("ignore:'set_vital' is deprecated")
@@ -204,7 +204,7 @@ def test_the_example_mixture_file_is_valid_and_streams_from_the_cli(three, tmp_p
     from typer.testing import CliRunner
 
     from shardstream.cli import app
-    from streamer.mixconfig import load_mixture
+    from streamer.mixture.config import load_mixture
 
     example = Path(__file__).parents[2] / "configs" / "mixture-example.yaml"
     sources, options = load_mixture(example)

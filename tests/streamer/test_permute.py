@@ -10,8 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streamer import permute, placement
-from streamer.permute import Permutation, _native_permute
+from streamer.placement import permute
+from streamer.placement import segments as placement
+from streamer.placement.permute import Permutation, _native_permute
 
 
 def _domain(n: int) -> int:
@@ -84,7 +85,7 @@ GOLDEN = {
 def test_orders_are_the_ones_earlier_releases_wrote(case, native):
     n, seed, epoch, salt = case
     if native and _native_permute is None:
-        pytest.skip("streamer/_order.c is not built here")
+        pytest.skip("streamer/placement/_order.c is not built here")
     perm = Permutation(n, seed, epoch, salt) if native else _numpy_form(n, seed, epoch, salt)
     order = perm.array()
     assert hashlib.sha256(order.astype("<i8").tobytes()).hexdigest()[:16] == GOLDEN[case]
@@ -97,7 +98,7 @@ def test_one_encryption_permutes_the_whole_domain_so_cycle_walking_ends(n):
     _numpy_form(n, seed=9, epoch=4)  # asserts it
 
 
-@pytest.mark.skipif(_native_permute is None, reason="streamer/_order.c is not built here")
+@pytest.mark.skipif(_native_permute is None, reason="streamer/placement/_order.c is not built here")
 @settings(max_examples=200, deadline=None)
 @given(n=st.integers(1, 5000), seed=st.integers(0, 2**63 - 1), epoch=st.integers(0, 1000),
        salt=st.sampled_from(["shards", "samples", "x"]))  # fmt: skip
@@ -109,7 +110,7 @@ def test_the_c_loop_and_numpy_give_the_same_bijection(n, seed, epoch, salt):
     assert sorted(native.tolist()) == list(range(n))
 
 
-@pytest.mark.skipif(_native_permute is None, reason="streamer/_order.c is not built here")
+@pytest.mark.skipif(_native_permute is None, reason="streamer/placement/_order.c is not built here")
 @pytest.mark.parametrize("n", [2**20 + 1, 3 * 10**9, 2**40 - 1, 2**62 + 3])
 def test_both_loops_agree_on_chosen_indices_of_huge_domains(n):
     picked = np.array([0, 1, n // 3, n // 2, n - 2, n - 1], dtype=np.int64)
@@ -137,7 +138,7 @@ def test_indices_outside_are_refused_even_where_the_walk_would_end(native):
             Permutation(n, seed=0, epoch=0, native=native).array(np.array(bad, dtype=np.int64))
 
 
-@pytest.mark.skipif(_native_permute is None, reason="streamer/_order.c is not built here")
+@pytest.mark.skipif(_native_permute is None, reason="streamer/placement/_order.c is not built here")
 def test_the_c_loop_is_the_default_and_native_false_is_numpys(monkeypatch):
     calls = []
 
@@ -171,7 +172,7 @@ def test_an_empty_choice_gives_an_empty_int64_array(native):
     assert out.dtype == np.int64 and out.shape == (0,)
 
 
-@pytest.mark.skipif(_native_permute is None, reason="streamer/_order.c is not built here")
+@pytest.mark.skipif(_native_permute is None, reason="streamer/placement/_order.c is not built here")
 def test_the_c_loop_refuses_buffers_that_do_not_fit():
     keys = Permutation(10, seed=0, epoch=0)._keys.astype("<u8").tobytes()
     out = np.empty(4, dtype=np.int64)
@@ -208,7 +209,7 @@ def test_stream_ends_without_the_c_loop_are_numpys(monkeypatch):
     assert placement.stream_ends(np.array([], dtype=np.int64), order[:0]).tolist() == []
 
 
-@pytest.mark.skipif(placement._native_ends is None, reason="streamer/_order.c is not built here")
+@pytest.mark.skipif(placement._native_ends is None, reason="streamer/placement/_order.c is not built here")
 def test_the_c_prefix_sums_refuse_an_order_outside_the_shards():
     counts, out = np.array([1, 2, 3], dtype=np.int64), np.empty(2, dtype=np.int64)
     with pytest.raises(IndexError, match=r"^ends: order\[1\] = 3 is not a shard of 3$"):
@@ -224,7 +225,7 @@ def test_the_c_prefix_sums_refuse_an_order_outside_the_shards():
 @pytest.mark.parametrize("native", [True, False])
 def test_chosen_indices_of_any_shape_keep_it_on_both_loops(native):
     if native and _native_permute is None:
-        pytest.skip("streamer/_order.c is not built here")
+        pytest.skip("streamer/placement/_order.c is not built here")
     perm = Permutation(37, seed=4, epoch=0, native=native)  # a domain of 64: most inputs walk
     whole = perm.array()
     assert [int(perm.array(np.array(k))) for k in range(37)] == whole.tolist()  # 0-d, walking or not

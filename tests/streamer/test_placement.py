@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streamer.permute import Permutation
-from streamer.placement import Segment, WholeShards, counted_segments, rank_quota, worker_slice
+from streamer.placement.permute import Permutation
+from streamer.placement.segments import Segment, WholeShards, counted_segments, rank_quota, worker_slice
 
 
 def _ids(segments: list[Segment]) -> list[tuple[int, int]]:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from streamer import placement
-from streamer.permute import Permutation
-from streamer.placement import (
+from streamer.placement import segments as placement
+from streamer.placement.permute import Permutation
+from streamer.placement.segments import (
     ResampledShards,
     Segment,
     WholeShards,
@@ -82,7 +82,7 @@ def test_stream_ends_are_int64_running_totals_whatever_integer_types_they_are_gi
     if not native:
         monkeypatch.setattr(placement, "_native_ends", None)
     elif placement._native_ends is None:
-        pytest.skip("streamer/_order.c is not built here")
+        pytest.skip("streamer/placement/_order.c is not built here")
     for counts_type in (np.int64, np.int32, np.uint64, np.uint8):
         counts = np.array([5, 0, 7, 2], dtype=counts_type)
         for order_type in (np.int64, np.int32, np.uint32):

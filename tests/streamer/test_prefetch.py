@@ -9,9 +9,9 @@ import time
 
 import pytest
 
+from shardstream.io.http import HttpOptions
 from streamer import ShardDataset
-from streamer.http import HttpOptions
-from streamer.prefetch import ReadAhead
+from streamer.chain.prefetch import ReadAhead
 from tests.conftest import write_dataset
 from tests.servers import FaultServer
 

@@ -11,16 +11,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from streamer.decode import SampleDecoder
-from streamer.mapper import Mapper
-from streamer.options import Errors
-from streamer.placement import WholeShards, counted_segments
-from streamer.reader import SampleReader
-from streamer.recovery import Recovery
-from streamer.shardopener import ShardOpener
-from streamer.shards import ShardList
-from streamer.shuffle import ShuffleBuffer
-from streamer.standins import StandIns
+from streamer.chain.mapper import Mapper
+from streamer.chain.opener import ShardOpener
+from streamer.chain.reader import SampleReader
+from streamer.chain.recovery import Recovery
+from streamer.chain.shuffle import ShuffleBuffer
+from streamer.chain.standins import StandIns
+from streamer.datasets.options import Errors
+from streamer.decode.sample import SampleDecoder
+from streamer.placement.segments import WholeShards, counted_segments
+from streamer.placement.shards import ShardList
 from tests.conftest import write_dataset
 
 SCRIPT = Path(__file__).parent / "scripts" / "resume_run.py"
@@ -113,7 +113,7 @@ def test_restoring_reads_by_offset_not_by_replay(index, monkeypatch):
                                 shuffle=False)  # fmt: skip
     reader = SampleReader(ShardOpener(shards), segments)
     reader.reset({"segment": 2, "done": 55})
-    import streamer.shardopener as opener_module
+    import streamer.chain.opener as opener_module
 
     opened = []
     original = opener_module.open_stream

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from streamer import ShardDataset
-from streamer.shards import ShardList
+from streamer.placement.shards import ShardList
 from tests.conftest import write_dataset
 
 

@@ -8,15 +8,15 @@ import numpy as np
 import pytest
 
 from shardstream.errors import ShardReadError
-from streamer.nodes import Node
-from streamer.options import Errors
-from streamer.placement import Segment, counted_segments
-from streamer.reader import SampleReader
-from streamer.recovery import Recovery
-from streamer.shardopener import ShardOpener
-from streamer.shards import ShardList
-from streamer.shuffle import ShuffleBuffer, buffer_seed, check_buffer
-from streamer.standins import StandIns
+from streamer.chain.node import Node
+from streamer.chain.opener import ShardOpener
+from streamer.chain.reader import SampleReader
+from streamer.chain.recovery import Recovery
+from streamer.chain.shuffle import ShuffleBuffer, buffer_seed, check_buffer
+from streamer.chain.standins import StandIns
+from streamer.datasets.options import Errors
+from streamer.placement.segments import Segment, counted_segments
+from streamer.placement.shards import ShardList
 from tests.conftest import write_dataset
 
 COUNTS = [30, 1, 12, 0, 7]

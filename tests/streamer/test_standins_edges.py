@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from streamer.nodes import Node
-from streamer.recovery import Recovery
-from streamer.standins import StandIns
+from streamer.chain.node import Node
+from streamer.chain.recovery import Recovery
+from streamer.chain.standins import StandIns
 
 
 class Items(Node):

@@ -13,8 +13,8 @@ import time
 import pytest
 from torch.utils.data import DataLoader
 
+from shardstream.io.http import HttpOptions
 from streamer import ShardDataset
-from streamer.http import HttpOptions
 from tests.conftest import write_dataset
 
 pytest_plugins = ["tests.servers"]

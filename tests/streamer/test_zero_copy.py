@@ -155,7 +155,7 @@ def test_zero_copy_resumes_to_the_uninterrupted_stream(index):
 
 def test_member_offsets_in_c_and_in_numpy_agree(index):
     from shardstream.format import _tarscan
-    from streamer.rawbatch import _numpy_offset_in
+    from streamer.batch.rawbatch import _numpy_offset_in
 
     samples = list(ShardDataset(str(index), decode=False, shuffle=False, zero_copy=True))
     for sample in samples:

@@ -14,11 +14,11 @@ from typing import Any
 
 from shardstream.errors import ShardReadError
 
+from ..placement.segments import Segment, Segments
 from .deferred import DEFERRED, DeferredReads
-from .nodes import Item, Node
-from .placement import Segment, Segments
+from .node import Item, Node
+from .opener import ShardOpener
 from .recovery import Recovery
-from .shardopener import ShardOpener
 
 
 class SampleReader(Node):

@@ -15,11 +15,11 @@ from typing import Any, BinaryIO
 from shardstream.errors import ShardReadError
 from shardstream.format import decode_offsets, iter_samples
 from shardstream.format.window import MappedWindow
+from shardstream.io.openers import OpenOptions, open_stream, read_small, seekable
 
-from .openers import OpenOptions, open_stream, read_small, seekable
-from .placement import Segment, Segments
+from ..placement.segments import Segment, Segments
+from ..placement.shards import ShardList
 from .prefetch import Prefetcher, ReadAhead
-from .shards import ShardList
 
 Samples = Iterator[dict[str, Any]]
 

@@ -17,10 +17,10 @@ from fractions import Fraction
 
 import numpy as np
 
-from .elastic import Plan, Span, _cut
-from .mixplan import apportion
+from ..elastic.deal import Plan, Span, _cut
+from ..placement.segments import Segment, rank_quota, worker_slice
 from .passes import PassStream
-from .placement import Segment, rank_quota, worker_slice
+from .plan import apportion
 
 
 class PlanStream:

@@ -21,11 +21,11 @@ from shardstream.buffers import CHUNKS
 from shardstream.errors import ShardReadError, StreamError
 from shardstream.format import iter_samples
 from shardstream.format.window import MappedWindow, ShardMapping, SpanWindow
+from shardstream.io.openers import local_path, scheme_of
 
-from .nodes import Item, Node
-from .openers import local_path, scheme_of
+from .node import Item, Node
+from .opener import ShardOpener
 from .recovery import Recovery
-from .shardopener import ShardOpener
 
 DEFERRED = None  # the sample of an item whose bytes are read when it is handed out (a sample is a dict)
 ADVISE_BYTES = 8 << 20  # how far ahead of the ids entering the buffer their pages are requested

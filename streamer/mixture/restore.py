@@ -15,10 +15,10 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .elastic import Plan, Span, join
-from .mixelastic import PlanStream, unread
+from ..elastic.deal import Plan, Span, join
+from ..elastic.restore import _rank_states, _topology, by_place_of, check_identity, dataset_digest, one_epoch
+from .elastic import PlanStream, unread
 from .passes import PassStream
-from .restore import _rank_states, _topology, by_place_of, check_identity, dataset_digest, one_epoch
 
 if TYPE_CHECKING:
     from .mixture import Mixture

@@ -19,12 +19,12 @@ from typing import Any
 
 from shardstream.errors import StreamError
 
-from .mixplan import Interleave
-from .nodes import Item, Node
+from ..chain.node import Item, Node
+from ..chain.opener import ShardOpener
+from ..chain.reader import SampleReader
+from ..chain.recovery import Recovery
 from .passes import PassStream, RunSegments
-from .reader import SampleReader
-from .recovery import Recovery
-from .shardopener import ShardOpener
+from .plan import Interleave
 from .stratify import Stratified
 
 Decode = Callable[[dict[str, Any]], Any]

@@ -19,23 +19,31 @@ from typing import Any
 
 from torch.utils.data import get_worker_info
 
-from .deferred import DeferredReads, Fetch
-from .elastic import Plan, Stream, deal
-from .httpoptions import HttpOptions
-from .mapper import Mapper
-from .nodes import Node
-from .openers import OpenOptions, scheme_of
+from shardstream.io.httpoptions import HttpOptions
+from shardstream.io.openers import OpenOptions, scheme_of
+
+from ..chain.deferred import DeferredReads, Fetch
+from ..chain.mapper import Mapper
+from ..chain.node import Node
+from ..chain.opener import ShardOpener
+from ..chain.reader import SampleReader
+from ..chain.recovery import Recovery
+from ..chain.shuffle import ShuffleBuffer, buffer_seed
+from ..chain.standins import StandIns
+from ..elastic.deal import Plan, Stream, deal
+from ..elastic.restore import IDENTITY, check_identity, dataset_digest, elastic_pending
+from ..placement.segments import (
+    ResampledShards,
+    Segments,
+    WholeShards,
+    counted_segments,
+    rank_quota,
+    shard_order,
+)
+from ..placement.shards import ShardList
+from .base import StreamBase
 from .options import Errors, Placement, Reading
-from .placement import ResampledShards, Segments, WholeShards, counted_segments, rank_quota, shard_order
-from .reader import SampleReader
-from .recovery import Recovery
-from .restore import IDENTITY, check_identity, dataset_digest, elastic_pending
-from .shardopener import ShardOpener
-from .shards import ShardList
 from .shared import SharedState
-from .shuffle import ShuffleBuffer, buffer_seed
-from .standins import StandIns
-from .streambase import StreamBase
 
 Place = tuple[int, int, int, int]  # rank, world, worker, workers
 _sample_of = operator.itemgetter(2)  # (shard, index, sample) -> sample
@@ -128,7 +136,8 @@ class ShardDataset(StreamBase):
         ``state``: this rank's own state (or its DataLoader worker's), to continue identically on the same
         world size and workers; or the list of every old rank's states (``ShardDataset`` or
         ``StatefulDataLoader`` states, in rank order), to continue the epoch on any world size and
-        workers, every sample still once (``streamer/restore.py``). Checked here, before any sample is read.
+        workers, every sample still once (``streamer/elastic/restore.py``). Checked here, before any sample is
+        read.
         """
         if isinstance(state, Sequence):
             self._pending = elastic_pending(state, identity=self._identity(), shards=self.shards)
@@ -233,6 +242,6 @@ def make_decoder(decode: bool | Decode, **options: Any) -> Callable[[Any], Any] 
         return decode
     if not decode:
         return None
-    from .decode import SampleDecoder
+    from ..decode.sample import SampleDecoder
 
     return SampleDecoder(**options)

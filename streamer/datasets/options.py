@@ -9,10 +9,10 @@ import os
 from dataclasses import dataclass, field, replace
 
 from shardstream.checks import one_of
+from shardstream.io.openers import OpenOptions
 
-from .openers import OpenOptions
-from .placement import REMAINDERS
-from .shuffle import check_buffer
+from ..chain.shuffle import check_buffer
+from ..placement.segments import REMAINDERS
 
 ON_ERROR = ("raise", "skip", "warn")
 

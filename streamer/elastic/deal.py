@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from .placement import Segment, _stream_to_segments, rank_quota, stream_ends, worker_slice
+from ..placement.segments import Segment, _stream_to_segments, rank_quota, stream_ends, worker_slice
 
 SampleId = tuple[int, int]  # (shard, sample index in the shard)
 Span = tuple[int, int]  # [start, stop) of the epoch's stream

@@ -16,7 +16,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
-from .placement import _check_place, rank_quota, worker_slice
+from ..placement.segments import _check_place, rank_quota, worker_slice
 
 try:  # the interleave's loop in C (_interleave.c); without a compiler, the same loop in Python
     from ._interleave import fill as _native_fill

@@ -20,7 +20,7 @@ import heapq
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from .mixplan import Interleave
+from .plan import Interleave
 
 Key = int  # a subtask's PD² priority, smaller first: deadline, successor bit, group deadline, then j
 

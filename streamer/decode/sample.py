@@ -21,7 +21,8 @@ from typing import Any
 from shardstream.checks import is_positive_int, one_of, positive_int_or_none
 from shardstream.errors import DecodeError, MissingMemberError, short_reason
 
-from .decoders import (
+from .image import turbo_jpeg
+from .registry import (
     DECODERS,
     Decoder,
     check_decoder,
@@ -32,7 +33,6 @@ from .decoders import (
     keep,
     register_decoder,
 )
-from .image import turbo_jpeg
 
 __all__ = ["DECODERS", "DecodeOptions", "Decoder", "SampleDecoder", "register_decoder"]
 

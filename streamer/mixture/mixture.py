@@ -19,21 +19,22 @@ from typing import Any
 
 from torch.utils.data import get_worker_info
 
-from .elastic import Plan
-from .httpoptions import HttpOptions
-from .mixelastic import PlanStream
-from .mixplan import MixturePlan, plan_mixture
-from .mixreader import MixtureReader, SourceWindows
-from .mixsource import MixSource, all_shards, counted_shards, source_decoder, source_fields
-from .nodes import Node
-from .openers import OpenOptions, scheme_of
-from .options import Errors, Placement, Reading
+from shardstream.io.httpoptions import HttpOptions
+from shardstream.io.openers import OpenOptions, scheme_of
+
+from ..chain.node import Node
+from ..chain.opener import ShardOpener
+from ..chain.recovery import Recovery
+from ..chain.standins import StandIns
+from ..datasets.base import StreamBase
+from ..datasets.options import Errors, Placement, Reading
+from ..datasets.shared import SharedState
+from ..elastic.deal import Plan
+from .elastic import PlanStream
 from .passes import PassStream
-from .recovery import Recovery
-from .shardopener import ShardOpener
-from .shared import SharedState
-from .standins import StandIns
-from .streambase import StreamBase
+from .plan import MixturePlan, plan_mixture
+from .reader import MixtureReader, SourceWindows
+from .source import MixSource, all_shards, counted_shards, source_decoder, source_fields
 
 Place = tuple[int, int, int, int]  # rank, world, worker, workers
 # An elastic restore's deal for one worker: per-source budgets, per-source spans, the sources' saved places.
@@ -112,7 +113,7 @@ class Mixture(StreamBase):
     @classmethod
     def from_yaml(cls, path: str | os.PathLike[str], **overrides: Any) -> Mixture:
         """A mixture from a YAML file (``configs/mixture-example.yaml``); keywords override its options."""
-        from .mixconfig import load_mixture
+        from .config import load_mixture
 
         sources, options = load_mixture(path)
         try:
@@ -177,7 +178,7 @@ class Mixture(StreamBase):
     def identity(self) -> dict[str, Any]:
         """What a state must share with this mixture to load: data, shares, epoch and buffer size, seed."""
         if self._identity is None:
-            from .mixrestore import mixture_identity
+            from .restore import mixture_identity
 
             self._identity = mixture_identity(self)
         return self._identity
@@ -203,18 +204,18 @@ class Mixture(StreamBase):
         samples still once (``mixrestore.py``). Checked here, before any sample is read.
         """
         if isinstance(state, Sequence):
-            from .mixrestore import elastic_pending
+            from .restore import elastic_pending
 
             self._pending = elastic_pending(self, state)
             return
-        from .mixresume import restore_point
+        from .resume import restore_point
 
         self._pending = dict(state)
         restore_point(self, state)  # checks it now; sets where every source's pass stream stands
 
     # -- iteration -------------------------------------------------------------------------------------
     def __iter__(self):  # type: ignore[no-untyped-def]
-        from .mixresume import FINISHED, resume_point
+        from .resume import FINISHED, resume_point
 
         info = get_worker_info()
         worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)

@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 from torch.utils.data import get_worker_info
 
-from .elastic import Plan
-from .mixelastic import deal_sources
+from ..elastic.deal import Plan
+from .elastic import deal_sources
 
 if TYPE_CHECKING:
     from .mixture import Mixture, Place, Restored

@@ -10,7 +10,7 @@ from typing import Any
 
 from shardstream.errors import StreamError
 
-from .nodes import Item, Node
+from .node import Item, Node
 from .recovery import Recovery
 
 

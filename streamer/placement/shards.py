@@ -14,8 +14,7 @@ import numpy as np
 from shardstream.errors import FormatError, redact_url
 from shardstream.format import INDEX_NAME, BracePattern, DatasetIndex, ShardColumns, offsets_name
 from shardstream.format.sidecars import offsets_sidecar
-
-from .openers import OpenOptions, join_url, read_small
+from shardstream.io.openers import OpenOptions, join_url, read_small
 
 
 class _Concat(Sequence[str]):

@@ -16,8 +16,8 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from .permute import _mix
-from .placement import Segment, _stream_to_segments, shard_order
+from ..placement.permute import _mix
+from ..placement.segments import Segment, _stream_to_segments, shard_order
 
 
 class PassStream:

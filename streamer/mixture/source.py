@@ -14,10 +14,10 @@ from typing import Any
 import numpy as np
 
 from shardstream.errors import FormatError
+from shardstream.io.openers import OpenOptions, scheme_of
 
-from .mixplan import KINDS, Share
-from .openers import OpenOptions, scheme_of
-from .shards import ShardList, _Concat
+from ..placement.shards import ShardList, _Concat
+from .plan import KINDS, Share
 
 DECODE_KEYS = ("image", "image_size", "audio_rate", "audio_mono", "video_frames", "decoders")
 
@@ -96,7 +96,7 @@ def source_fields(source: MixSource) -> tuple[str, ...] | None:
 
 def source_decoder(source: MixSource) -> Any:
     """The source's decode function, made as ShardDataset makes its own; errors name the source."""
-    from .dataset import make_decoder
+    from ..datasets.shard import make_decoder
 
     options = {key: getattr(source, key) for key in DECODE_KEYS}
     try:

@@ -21,12 +21,12 @@ from torch.utils.data import Dataset
 from shardstream.errors import FormatError, ShardReadError
 from shardstream.format import iter_samples
 from shardstream.format.keyfile import IDX_SUFFIX, KeyFile
+from shardstream.io.httpoptions import HttpOptions
+from shardstream.io.openers import OpenOptions, read_range, read_small
 
-from .dataset import make_decoder
-from .httpoptions import HttpOptions
-from .openers import OpenOptions, read_range, read_small
-from .shardopener import ShardOpener
-from .shards import ShardList
+from ..chain.opener import ShardOpener
+from ..placement.shards import ShardList
+from .shard import make_decoder
 
 
 class ShardMap(Dataset):  # type: ignore[type-arg]

@@ -17,9 +17,9 @@ from typing import Any
 
 from shardstream.errors import StreamError
 
-from .options import Errors
-from .placement import Segment
-from .shared import SharedState
+from ..datasets.options import Errors
+from ..datasets.shared import SharedState
+from ..placement.segments import Segment
 
 Locate = Callable[[int, int], "int | None"]  # (shard, sample index) -> byte offset of the sample
 

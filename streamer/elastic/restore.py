@@ -22,9 +22,9 @@ from typing import Any
 
 import numpy as np
 
-from .elastic import Plan, Progress, Stream, leftover, original_plan, sample_ids
-from .placement import shard_order
-from .shards import ShardList
+from ..placement.segments import shard_order
+from ..placement.shards import ShardList
+from .deal import Plan, Progress, Stream, leftover, original_plan, sample_ids
 
 IDENTITY = ("dataset", "seed", "shuffle", "remainder")  # what a state must share with the dataset
 

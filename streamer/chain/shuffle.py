@@ -12,7 +12,7 @@ import random
 from collections.abc import Iterator
 from typing import Any
 
-from .nodes import Item, Node
+from .node import Item, Node
 
 
 def buffer_seed(seed: int, epoch: int, rank: int, world: int, worker: int, workers: int) -> int:

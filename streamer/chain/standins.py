@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from .nodes import Item, Node
+from .node import Item, Node
 from .recovery import Recovery
 
 

@@ -1,0 +1,12 @@
+"""The iterator nodes a dataset chains, each with ``reset(state)``/``get_state()``, one concept a file.
+
+- ``node.py``: ``Node``, the base every node subclasses (its contract: tests/streamer/chain/test_contract.py).
+- ``opener.py``: ``ShardOpener``, a shard opened at a sample (offsets sidecar, one seek or Range request).
+- ``prefetch.py``: read-ahead of the next shards in a background thread.
+- ``reader.py``: ``SampleReader``, a worker's segments read as samples, in order.
+- ``deferred.py``: deferred reads (the buffer holds ids; ``Fetch`` reads a sample as it leaves).
+- ``shuffle.py``: ``ShuffleBuffer``, a bounded shuffle whose state names samples, not bytes.
+- ``mapper.py``: ``Mapper``, a function (decoding, above all) applied to every sample.
+- ``recovery.py``: the error policy: raise, or skip, count and owe a stand-in.
+- ``standins.py``: ``StandIns``, stand-ins for lost samples, paid in one place.
+"""

@@ -1,0 +1,6 @@
+"""Decoding sample members by extension, after the shuffle buffer.
+
+- ``sample.py``: ``SampleDecoder`` and ``DecodeOptions``: which members, to what, with which options.
+- ``registry.py``: the decoder registry (extension -> function of bytes): images, audio, video, text, arrays.
+- ``image.py``: image decoding with Pillow (draft mode, EXIF orientation) or libjpeg-turbo via torchcodec.
+"""

@@ -1,0 +1,13 @@
+"""Mixture: several counted datasets read as one, in planned proportions, exact at every prefix, resumable.
+
+- ``mixture.py``: ``Mixture``, the dataset.
+- ``source.py``: ``MixSource``, one source: where it is, how much an epoch reads, how it decodes.
+- ``config.py``: a mixture's YAML file.
+- ``plan.py``: how many samples of each source a worker reads, and the interleave (pure).
+- ``stratify.py``: batch-stratified order (every batch holds each source's share).
+- ``passes.py``: a source's pass stream, pass after pass in new shard orders.
+- ``reader.py``: a worker's mixture stream, each pick served from its source's window.
+- ``resume.py``: the same mixture continued, or a changed one carried on at an epoch boundary.
+- ``elastic.py``, ``restore.py``: each source's unread part dealt again to any ranks x workers.
+- ``_interleave.c``: the interleave's loop in C (optional; Python gives the same picks).
+"""
