@@ -37,9 +37,9 @@ MIN_FREE_BYTES = 8 * 10**9  # what check_disk leaves free beyond a benchmark's o
 # Every project module the benchmarks import or run, in one place: a module that moves changes one line.
 # ---------------------------------------------------------------------------------------------------------
 SOURCE_PACKAGES = ("shardstream", "packer", "streamer")  # snapshotted for children, fingerprinted, checked
-CLI_MODULE = "shardstream.cli"  # run as `python3 -m CLI_MODULE pack ...`
+CLI_MODULE = "shardstream_cli"  # run as `python3 -m CLI_MODULE pack ...`
 IMPORTED_FROM = {  # every project name the benchmarks use -> the module it is imported from
-    "make_jpegs": "shardstream.demo.synth",
+    "make_jpegs": "shardstream_cli.demo.synth",
     "iter_samples": "shardstream.format.tarread",
     "INDEX_NAME": "shardstream.format",
     "DatasetIndex": "shardstream.format",

@@ -8,7 +8,7 @@ Contenders, each a fresh subprocess on a clean copy of the shards (everything bu
   non-interactively (``ENERGON_ARGS``). The child imports the click group ``/work/venvs/energon/bin/energon``
   runs (``megatron.energon.cli.main``), starts the clock, then calls it with ``prepare ...``: ``seconds``
   excludes its imports (torch and friends, ~2 s); ``wall`` is the whole subprocess, what a user waits.
-* ours: ``python3 -m shardstream.cli index SOURCE --workers W --json`` (the command the entry point
+* ours: ``python3 -m shardstream_cli index SOURCE --workers W --json`` (the command the entry point
   ``shardstream`` runs), from a copy of the sources taken at the start; ``seconds`` from its ``--json``
   when it reports one, else the wall time. Skipped, with a message, when ``shardstream index --help`` fails.
 * Python ``tarfile``: one process, ``tarfile.open(path)`` and iterate the members of every shard, samples

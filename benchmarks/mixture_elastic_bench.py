@@ -108,7 +108,8 @@ def child(kind: str, root: str) -> None:
 
         def start() -> Any:
             mixture = pickle.loads(sent)
-            return resume_point(mixture, (world - 1, world, workers - 1, workers))[2]
+            place = (world - 1, world, workers - 1, workers)
+            return resume_point(mixture.shape, mixture._pending, place, mixture.epoch)[2]
 
         started = time.perf_counter()
         budgets, plans, _ = start()

@@ -1,6 +1,7 @@
 """Train with DDP on packed jpg+cls shards: `torchrun --nproc-per-node 2 examples/train_ddp.py SHARDS_DIR`.
 
-Make such shards with e.g. `python -c "from shardstream.demo import make_jpegs; make_jpegs('raw', 200)"` and
+Make such shards with e.g.
+`python -c "from shardstream_cli.demo.synth import make_jpegs; make_jpegs('raw', 200)"` and
 `shardstream pack raw SHARDS_DIR --max-count 16`.
 
 Every rank gets the same number of batches every epoch (no hang on the last step), a new shard order each

@@ -1,7 +1,7 @@
 """shardstream's core, shared by the packer and the streamer: the shard format, errors, sizes, the CLI.
 
 ``packer`` and ``streamer`` import from here and never from each other. Nothing here imports torch or
-Pillow at import time; the command line (``shardstream.cli``) loads the packer or the streamer only for the
+Pillow at import time; the command line (``shardstream_cli``) loads the packer or the streamer only for the
 command that needs it.
 """
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from shardstream.demo.synth import Corpus, make_corpus
+from shardstream_cli.demo.synth import Corpus, make_corpus
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 # DataLoader worker start methods: fork is Linux's default before Python 3.14, forkserver from 3.14, spawn

@@ -23,7 +23,6 @@ from typer.testing import CliRunner
 
 from packer.sample import Sample
 from packer.shardwriter import TarShardWriter, encode_sample
-from shardstream.cli import app
 from shardstream.errors import DecodeError, FormatError, ShardNotFoundError, ShardReadError
 from shardstream.format import (
     INDEX_NAME,
@@ -38,6 +37,7 @@ from shardstream.format.index import ShardEntry
 from shardstream.format.scan import scan_file
 from shardstream.io.http import HttpOptions, HttpStream
 from shardstream.io.openers import OpenOptions, open_stream, read_small
+from shardstream_cli import app
 from streamer import ShardDataset
 from tests.conftest import write_dataset
 from tests.servers import Faults, FaultServer, free_port

@@ -75,10 +75,12 @@ def scan_one(shard: int, url: str, name: str, settings: ScanSettings) -> dict[st
 
 def _scan_remote(url: str, settings: ScanSettings) -> tuple[ShardScan, bool]:
     """The scan, and whether the object is not there at all (404, no such key)."""
-    if settings.open_remote is None:
-        return ShardScan(damage="remote shards need an opener (run through the shardstream CLI)"), False
+    if settings.open_remote is None:  # urllib3 and fsspec load only when a shard is remote
+        from ..io.openers import open_stream as open_remote
+    else:
+        open_remote = settings.open_remote
     try:
-        stream = settings.open_remote(url)
+        stream = open_remote(url)
     except ShardReadError as exc:
         return ShardScan(damage=exc.message, damage_offset=exc.offset), isinstance(exc, ShardNotFoundError)
     with stream:

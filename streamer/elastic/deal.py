@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from ..placement.segments import Segment, _stream_to_segments, rank_quota, stream_ends, worker_slice
+from ..placement.segments import Segment, rank_quota, stream_ends, stream_to_segments, worker_slice
 
 SampleId = tuple[int, int]  # (shard, sample index in the shard)
 Span = tuple[int, int]  # [start, stop) of the epoch's stream
@@ -151,7 +151,7 @@ def deal(left: Plan, *, rank: int, world: int, worker: int, workers: int, remain
     span_start = sum(lengths[:g]) - id_start
     span_stop = span_start + lengths[g] - id_counts[g]
     picked = np.arange(id_start, id_start + id_counts[g]) % max(1, len(left.ids))
-    return Plan(left.ids[picked], _cut(left.spans, span_start, span_stop))
+    return Plan(left.ids[picked], cut_spans(left.spans, span_start, span_stop))
 
 
 def _ids_kept(n_ids: int, n_span: int, target: int) -> int:
@@ -175,7 +175,7 @@ def _spread(n: int, lengths: list[int]) -> list[int]:
     return counts
 
 
-def _cut(spans: Sequence[Span], begin: int, end: int) -> tuple[Span, ...]:
+def cut_spans(spans: Sequence[Span], begin: int, end: int) -> tuple[Span, ...]:
     """Positions [begin, end) of the spans laid end to end, wrapping round past their total (pad)."""
     if begin >= end:
         return ()
@@ -209,7 +209,7 @@ class Stream:
         """The reader's segments for ``plan``: one per id, then the spans' pieces of shards."""
         segments = [Segment(shard, index, index + 1) for shard, index in plan.ids.tolist()]
         for begin, end in self._laps(plan.spans):
-            segments.extend(_stream_to_segments(self.order, self.ends, self.counts, begin, end))
+            segments.extend(stream_to_segments(self.order, self.ends, self.counts, begin, end))
         return segments
 
     def read(self, plan: Plan, segment: int, done: int) -> int:

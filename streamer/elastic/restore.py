@@ -49,7 +49,7 @@ def elastic_pending(
     """The pending restore for every old rank's states: ``{"epoch", "left": Plan}`` or a fresh epoch."""
     if shards.counts is None:
         raise ValueError("an elastic restore needs per-shard sample counts: pass the packer's index")
-    ranks = [_rank_states(state, i) for i, state in enumerate(states)]
+    ranks = [rank_states(state, i) for i, state in enumerate(states)]
     if not ranks:
         raise ValueError("the list of states is empty: pass every old rank's state, in rank order")
     if all(finished for finished, _ in ranks):
@@ -66,7 +66,7 @@ def elastic_pending(
     placed = [w for w in workers if w.get("place")]
     if not placed:
         return {"epoch": epoch, "node": None}  # no worker had begun the epoch
-    world, k = _topology(placed, len(states))
+    world, k = topology(placed, len(states))
     stream = Stream(shards.counts, shard_order(len(shards), int(identity["seed"]), epoch,
                                                bool(identity["shuffle"])))  # fmt: skip
     total = stream.total
@@ -86,7 +86,7 @@ def elastic_pending(
     return {"epoch": epoch, "left": leftover(progress)}
 
 
-def _rank_states(state: Any, i: int) -> tuple[bool, list[Mapping[str, Any]]]:
+def rank_states(state: Any, i: int) -> tuple[bool, list[Mapping[str, Any]]]:
     """(finished, the dataset states) of one rank's entry: a dataset state or a StatefulDataLoader's."""
     if not isinstance(state, Mapping):
         raise ValueError(f"state {i} is a {type(state).__name__}, not a state dict")
@@ -140,7 +140,7 @@ def by_place_of(placed: Sequence[Mapping[str, Any]]) -> dict[tuple[int, int], Ma
     return by_place
 
 
-def _topology(states: list[Mapping[str, Any]], ranks: int) -> tuple[int, int]:
+def topology(states: list[Mapping[str, Any]], ranks: int) -> tuple[int, int]:
     places = {(int(s["place"][1]), int(s["place"][3])) for s in states}
     if len(places) != 1:
         raise ValueError(f"the states were saved on different (world, workers): {sorted(places)}")

@@ -17,7 +17,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from ..elastic.deal import Plan, Span, _cut
+from ..elastic.deal import Plan, Span, cut_spans
 from ..placement.segments import Segment, rank_quota, worker_slice
 from .passes import PassStream
 from .plan import apportion
@@ -32,7 +32,7 @@ class PlanStream:
 
     def positions(self, begin: int, end: int) -> tuple[Span, ...]:
         """The pass-stream spans of run positions [begin, end)."""
-        return _cut(self.spans, begin, min(end, self.size))
+        return cut_spans(self.spans, begin, min(end, self.size))
 
     def segments(self, begin: int, end: int) -> Iterator[Segment]:
         for start, stop in self.positions(begin, end):
@@ -114,7 +114,7 @@ def deal_sources(
                 break
             before = [a + b for a, b in zip(before, budgets[w], strict=True)]
     plans = [
-        Plan((), _cut(left.spans, start, start + n)) if n else Plan()
+        Plan((), cut_spans(left.spans, start, start + n)) if n else Plan()
         for left, start, n in zip(lefts, before, mine, strict=True)
     ]
     return mine, plans

@@ -29,16 +29,16 @@ from ..chain.standins import StandIns
 from ..datasets.base import StreamBase
 from ..datasets.options import Errors, Placement, Reading
 from ..datasets.shared import SharedState
-from ..elastic.deal import Plan
+from .config import load_mixture
 from .elastic import PlanStream
 from .passes import PassStream
-from .plan import MixturePlan, plan_mixture
+from .plan import MixturePlan
 from .reader import MixtureReader, SourceWindows
+from .restore import elastic_pending
+from .resume import FINISHED, Place, Restored, restore_point, resume_point
+from .shape import MixtureShape
 from .source import MixSource, all_shards, counted_shards, source_decoder, source_fields
 
-Place = tuple[int, int, int, int]  # rank, world, worker, workers
-# An elastic restore's deal for one worker: per-source budgets, per-source spans, the sources' saved places.
-Restored = tuple[list[int], list[Plan], dict[str, list[int]]]
 _sample_of = operator.itemgetter(2)  # (shard, index, sample) -> sample
 
 
@@ -101,20 +101,19 @@ class Mixture(StreamBase):
             prefetch = 1 if remote else 0
         # Fields are per source (each opener's own); the buffer and read-ahead are checked as ShardDataset's.
         self.reading = Reading(opening, None, buffer_size, None, prefetch, prefetch_bytes)
-        self._plans: dict[tuple[int, int], MixturePlan] = {}
+        self.shape = MixtureShape(self.shares, self.shard_lists, self.bases, placement=self.placement,
+                                  epoch_size=epoch_size, buffer_size=self.reading.buffer_size)  # fmt: skip
         self.plan(self.placement.resolve()[1], 1)  # every error in the sources shows now, in the parent
         self._origins: dict[str, tuple[int, int]] = {}  # name -> (epoch, its pass-stream start then)
+        self._ended_epoch: int | None = None  # an epoch a loaded DataLoader state said was over
         self._shared = SharedState()
         self._pending: dict[str, Any] | None = None
         self._chain: tuple[Node, int, Place] | None = None
         self._restored: Restored | None = None  # what the chain reads when an elastic restore dealt it
-        self._identity: dict[str, Any] | None = None
 
     @classmethod
     def from_yaml(cls, path: str | os.PathLike[str], **overrides: Any) -> Mixture:
         """A mixture from a YAML file (``configs/mixture-example.yaml``); keywords override its options."""
-        from .config import load_mixture
-
         sources, options = load_mixture(path)
         try:
             return cls(sources, **{**options, **overrides})
@@ -124,20 +123,15 @@ class Mixture(StreamBase):
     # -- the plan --------------------------------------------------------------------------------------
     def plan(self, world: int, workers: int) -> MixturePlan:
         """The epoch's plan for this topology, made once: state_dict asks for it at every batch."""
-        plan = self._plans.get((world, workers))
-        if plan is None:
-            plan = self._plans[world, workers] = plan_mixture(
-                self.shares, world=world, workers=workers, epoch_size=self.epoch_size,
-                remainder=self.placement.remainder)  # fmt: skip
-        return plan
+        return self.shape.plan(world, workers)
 
     def window(self, budget: int, length: int) -> int:
         """A source's window in a worker's stream: its share of the shuffle buffer (1 without shuffling)."""
-        return self.reading.buffer_size * budget // max(length, 1) if self.placement.shuffle else 1
+        return self.shape.window(budget, length)
 
     def pass_stream(self, j: int) -> PassStream:
-        return PassStream(self.shard_lists[j].counts, seed=self.placement.seed, salt=self.names[j],
-                          shuffle=self.placement.shuffle, base=self.bases[j])  # fmt: skip
+        """Source ``j``'s pass stream: pass after pass over its shards."""
+        return self.shape.pass_stream(j)
 
     def starts(self, epoch: int, plan: MixturePlan) -> list[int]:
         """Where each source's run of this epoch begins in its pass stream."""
@@ -177,11 +171,7 @@ class Mixture(StreamBase):
 
     def identity(self) -> dict[str, Any]:
         """What a state must share with this mixture to load: data, shares, epoch and buffer size, seed."""
-        if self._identity is None:
-            from .restore import mixture_identity
-
-            self._identity = mixture_identity(self)
-        return self._identity
+        return self.shape.identity()
 
     def _left(self, node: Mapping[str, Any], length: int) -> int:
         """Samples of the plan this worker has not yet reached (stand-ins owed not counted)."""
@@ -204,23 +194,19 @@ class Mixture(StreamBase):
         samples still once (``mixrestore.py``). Checked here, before any sample is read.
         """
         if isinstance(state, Sequence):
-            from .restore import elastic_pending
-
-            self._pending = elastic_pending(self, state)
+            self._pending, self._origins = elastic_pending(self.shape, state)
             return
-        from .resume import restore_point
-
-        self._pending = dict(state)
-        restore_point(self, state)  # checks it now; sets where every source's pass stream stands
+        world = self.placement.resolve()[1]
+        loaded = restore_point(self.shape, state, world=world, ended_epoch=self._ended_epoch)  # checks it
+        self._pending, self._origins, self._ended_epoch = loaded.pending, loaded.origins, loaded.ended_epoch
 
     # -- iteration -------------------------------------------------------------------------------------
     def __iter__(self):  # type: ignore[no-untyped-def]
-        from .resume import FINISHED, resume_point
-
         info = get_worker_info()
         worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
         place = (*self.placement.resolve(), worker, workers)
-        epoch, node_state, self._restored = resume_point(self, place)
+        pending, self._pending = self._pending, None
+        epoch, node_state, self._restored = resume_point(self.shape, pending, place, self.epoch)
         if node_state == FINISHED:  # a changed mixture loaded after its epoch's end: nothing left of it
             self._chain = None
             return iter(())

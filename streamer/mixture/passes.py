@@ -16,8 +16,8 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from ..placement.permute import _mix
-from ..placement.segments import Segment, _stream_to_segments, shard_order
+from ..placement.permute import mix
+from ..placement.segments import Segment, shard_order, stream_to_segments
 
 
 class PassStream:
@@ -46,7 +46,7 @@ class PassStream:
             number, first = divmod(begin, self.size)
             last = min(end - number * self.size, self.size)
             order, ends = self._order(number)
-            for segment in _stream_to_segments(order, ends, self.counts, first, last):
+            for segment in stream_to_segments(order, ends, self.counts, first, last):
                 yield (
                     Segment(segment.shard + self.base, segment.start, segment.stop) if self.base else segment
                 )
@@ -66,7 +66,7 @@ class PassStream:
         # Sorting positions by a keyed hash is a uniform shuffle that needs no RNG state to reproduce.
         key = np.uint64(_pass_seed(self.seed, f"window:{self.salt}"))
         with np.errstate(over="ignore"):
-            hashed = _mix(np.arange(lo, hi, dtype=np.uint64) ^ key)
+            hashed = mix(np.arange(lo, hi, dtype=np.uint64) ^ key)
         return np.argsort(hashed, kind="stable").tolist()
 
 

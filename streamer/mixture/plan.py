@@ -16,7 +16,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
-from ..placement.segments import _check_place, rank_quota, worker_slice
+from ..placement.segments import check_place, rank_quota, worker_slice
 
 try:  # the interleave's loop in C (_interleave.c); without a compiler, the same loop in Python
     from ._interleave import fill as _native_fill
@@ -153,7 +153,7 @@ def plan_mixture(
     remainder: str = "drop",
 ) -> MixturePlan:
     """The plan of one epoch: O(number of sources) work and memory, whatever the epoch size."""
-    _check_place(0, world, 0, workers)
+    check_place(0, world, 0, workers)
     names = tuple(s.name for s in shares)
     if len(set(names)) != len(names):
         duplicate = next(n for n in names if names.count(n) > 1)

@@ -11,81 +11,64 @@ and remainder: a changed mixture is refused here, as it is mid-epoch on one topo
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..elastic.deal import Plan, Span, join
-from ..elastic.restore import _rank_states, _topology, by_place_of, check_identity, dataset_digest, one_epoch
+from ..elastic.restore import by_place_of, check_identity, one_epoch, rank_states, topology
 from .elastic import PlanStream, unread
 from .passes import PassStream
+from .shape import MixtureShape
 
-if TYPE_CHECKING:
-    from .mixture import Mixture
-
-
-def mixture_identity(mixture: Mixture) -> dict[str, Any]:
-    digest = hashlib.blake2b(digest_size=16)
-    for share, shards in zip(mixture.shares, mixture.shard_lists, strict=True):
-        digest.update(
-            f"{share.name}\x00{share.kind}\x00{share.value!r}\x00{dataset_digest(shards)}\x00".encode()
-        )
-    digest.update(f"{mixture.epoch_size}\x00{mixture.reading.buffer_size}".encode())
-    p = mixture.placement
-    return {"dataset": digest.hexdigest(), "seed": p.seed, "shuffle": p.shuffle, "remainder": p.remainder}
+Origins = dict[str, tuple[int, int]]  # source name -> (epoch, where its pass stream starts then)
 
 
-def elastic_pending(mixture: Mixture, states: Sequence[Any]) -> dict[str, Any] | None:
-    """``{"epoch", "sources", "elastic": {name: Plan}}``, or None once every rank had finished its epoch.
-
-    Sets where each source's pass stream stands for the epochs after: where the saved epoch ends.
-    """
-    ranks = [_rank_states(state, i) for i, state in enumerate(states)]
+def elastic_pending(shape: MixtureShape, states: Sequence[Any]) -> tuple[dict[str, Any] | None, Origins]:
+    """``{"epoch", "sources", "elastic": {name: Plan}}`` (None once every rank had finished its epoch), and
+    where each source's pass stream stands for the epochs after: where the saved epoch ends."""
+    ranks = [rank_states(state, i) for i, state in enumerate(states)]
     if not ranks:
         raise ValueError("the list of states is empty: pass every old rank's state, in rank order")
     workers = [w for _, rank_workers in ranks for w in rank_workers]
     if not workers:
         raise ValueError("the states hold no Mixture state (were they saved before the first batch?)")
-    identity = mixture_identity(mixture)
+    identity = shape.identity()
     for w in workers:
         if "sources" not in w:
             raise ValueError("not a Mixture state: it has no 'sources' (was it saved by a ShardDataset?)")
         check_identity(w, identity)
     epoch = one_epoch(workers)
-    sources = _sources(workers, mixture.names)
+    sources = _sources(workers, shape.names)
     # The epochs after this one go on from where its runs end, on any topology.
     after = {name: (epoch + 1, start + moved) for name, (start, moved) in sources.items()}
     if all(finished for finished, _ in ranks):
-        mixture._origins = after
-        return None  # the epoch is over on every rank; each source goes on from its end
+        return None, after  # the epoch is over on every rank; each source goes on from its end
     pending = [w["elastic"] for w in workers if "elastic" in w]
     if pending:  # saved after an elastic load, before reading: what was left is still left
         if len(pending) != len(workers) or any(p != pending[0] for p in pending):
             raise ValueError("the states mix a pending elastic restore with others: gather them at one step")
         lefts = {name: Plan.from_state(p) for name, p in pending[0].items()}
-        mixture._origins = after
-        return _pending(epoch, sources, lefts)
+        return _pending(epoch, sources, lefts), after
     placed = [w for w in workers if w.get("place")]
     if not placed:  # no worker had begun the epoch: it begins afresh on the new topology
-        mixture._origins = {name: (epoch, start) for name, (start, _) in sources.items()}
-        return {"epoch": epoch, "place": None, "node": None, "sources": _listed(sources)}
-    world, k = _topology(placed, len(states))
-    left: dict[str, list[Span]] = {name: [] for name in mixture.names}
+        at_start = {name: (epoch, start) for name, (start, _) in sources.items()}
+        return {"epoch": epoch, "place": None, "node": None, "sources": _listed(sources)}, at_start
+    world, k = topology(placed, len(states))
+    left: dict[str, list[Span]] = {name: [] for name in shape.names}
     by_place = by_place_of(placed)
     restored = any(w.get("plan") for w in placed)
-    streams = [mixture.pass_stream(j) for j in range(len(mixture.names))]
+    streams = [shape.pass_stream(j) for j in range(len(shape.names))]
     for rank in range(world):
         for worker in range(k):
             state = by_place.get((rank, worker))
             if state is None and restored:
                 raise ValueError(f"no state for rank {rank} worker {worker}: pass every rank's state")
             try:
-                for name, spans in _worker_left(mixture, streams, state, sources, (rank, world, worker, k)):
+                for name, spans in _worker_left(shape, streams, state, sources, (rank, world, worker, k)):
                     left[name] += spans
             except (KeyError, TypeError, ValueError, IndexError) as exc:
                 raise ValueError(f"the state of rank {rank} worker {worker} is damaged: {exc!r}") from exc
-    mixture._origins = after
-    return _pending(epoch, sources, {name: Plan((), join(spans)) for name, spans in left.items()})
+    return _pending(epoch, sources, {name: Plan((), join(spans)) for name, spans in left.items()}), after
 
 
 def _sources(workers: Sequence[Mapping[str, Any]], names: Sequence[str]) -> dict[str, tuple[int, int]]:
@@ -109,9 +92,12 @@ def _pending(epoch: int, sources: Mapping[str, tuple[int, int]], lefts: dict[str
 
 
 def _worker_left(
-    mixture: Mixture, streams: Sequence[PassStream], state: Mapping[str, Any] | None,
-    sources: Mapping[str, tuple[int, int]], place: tuple[int, int, int, int],
-) -> list[tuple[str, list[Span]]]:  # fmt: skip
+    shape: MixtureShape,
+    streams: Sequence[PassStream],
+    state: Mapping[str, Any] | None,
+    sources: Mapping[str, tuple[int, int]],
+    place: tuple[int, int, int, int],
+) -> list[tuple[str, list[Span]]]:
     """What one old worker had not handed out of each source, in pass-stream positions."""
     rank, world, worker, workers = place
     node = state.get("node") if state else None
@@ -121,21 +107,21 @@ def _worker_left(
     if restored:
         budgets = [int(b) for b in restored["budgets"]]
     else:
-        budgets = list(mixture.plan(world, workers).budgets(worker))
+        budgets = list(shape.plan(world, workers).budgets(worker))
     counts = [int(c) for c in node["counts"]] if node else [0] * len(budgets)
-    if len(counts) != len(mixture.names) or len(budgets) != len(counts):
-        raise ValueError(f"{len(counts)} counts and {len(budgets)} budgets for {len(mixture.names)} sources")
+    if len(counts) != len(shape.names) or len(budgets) != len(counts):
+        raise ValueError(f"{len(counts)} counts and {len(budgets)} budgets for {len(shape.names)} sources")
     length = sum(budgets)
     out = []
-    for j, name in enumerate(mixture.names):
+    for j, name in enumerate(shape.names):
         stream: PassStream | PlanStream = streams[j]
         if restored:
             stream = PlanStream(stream, Plan.from_state({"ids": [], "spans": restored["spans"][j]}).spans)
             run = (0, stream.size)
         else:
-            begin, end = mixture.plan(world, workers).worker_range(j, rank, worker)
+            begin, end = shape.plan(world, workers).worker_range(j, rank, worker)
             run = (sources[name][0] + begin, sources[name][0] + end)
         if not 0 <= counts[j] <= run[1] - run[0]:
             raise ValueError(f"source {name!r}: {counts[j]} handed out of a run of {run[1] - run[0]}")
-        out.append((name, unread(stream, run, mixture.window(budgets[j], length), counts[j])))
+        out.append((name, unread(stream, run, shape.window(budgets[j], length), counts[j])))
     return out

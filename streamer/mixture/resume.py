@@ -6,7 +6,7 @@ stopped. Loaded into a changed one (weights changed, sources added or removed) a
 every remaining source's pass stream goes on from where the saved run left it — no sample of a pass
 repeated or skipped — and new sources start at their first pass. A change in the middle of an epoch is
 refused: the other ranks' and workers' unread parts of the epoch are not in this state (the list of
-every rank's states is: ``mixrestore.py``). A state saved in an elastic restore's epoch carries its
+every rank's states is: ``restore.py``). A state saved in an elastic restore's epoch carries its
 place's deal ("plan") and continues it on the same place; after that epoch every source goes on from
 where the saved epoch ends.
 
@@ -21,31 +21,49 @@ its workers refuse with the fix: hand that state to the mixture only.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
 from torch.utils.data import get_worker_info
 
 from ..elastic.deal import Plan
 from .elastic import deal_sources
-
-if TYPE_CHECKING:
-    from .mixture import Mixture, Place, Restored
+from .shape import MixtureShape
 
 FINISHED = "finished"
+Place = tuple[int, int, int, int]  # rank, world, worker, workers
+Origins = dict[str, tuple[int, int]]  # source name -> (epoch, where its pass stream starts then)
+# An elastic restore's deal for one worker: per-source budgets, per-source spans, the sources' saved places.
+Restored = tuple[list[int], list[Plan], dict[str, list[int]]]
 
 
-def restore_point(mixture: Mixture, state: Mapping[str, Any]) -> None:
-    """Check a loaded state and set where each source's pass stream stands; raise ValueError if unusable."""
+@dataclass(frozen=True, kw_only=True)
+class Loaded:
+    """What a loaded state sets: the state to start the next chain from (None: none), where each source's
+    pass stream stands, and the epoch a DataLoader's state says is over (None: not known to be)."""
+
+    pending: dict[str, Any] | None
+    origins: Origins
+    ended_epoch: int | None
+
+
+def restore_point(
+    shape: MixtureShape, state: Mapping[str, Any], *, world: int, ended_epoch: int | None
+) -> Loaded:
+    """Check a loaded state; what it sets. Raise ValueError if unusable. ``world``: this run's world size;
+    ``ended_epoch``: what an earlier load found over (a worker's copy of the mixture carries it)."""
     if "_snapshot" in state or "dataset_state" in state:  # a StatefulDataLoader's
         states, finished = _loader_states(state)
         if not states:
             raise ValueError("the loader state holds no dataset state (was it saved before the first batch?)")
-        mixture._pending = None  # the loader hands each worker its own state; the parent keeps none
-        # Workers get this mixture pickled: they learn that their (maybe older) snapshots' epoch is over.
-        mixture._ended_epoch = int(states[0]["epoch"]) if finished else None
-        _set_origins(mixture, states[0], keep_pending=False, ended=finished)
-        return
-    _set_origins(mixture, state, keep_pending=True)
+        # The loader hands each worker its own state; the parent keeps none. Workers get the mixture
+        # pickled: they learn that their (maybe older) snapshots' epoch is over.
+        ended = int(states[0]["epoch"]) if finished else None
+        origins, _ = _origins(shape, states[0], world=world, ended=finished, ended_epoch=ended)
+        return Loaded(pending=None, origins=origins, ended_epoch=ended)
+    origins, over = _origins(shape, state, world=world, ended=False, ended_epoch=ended_epoch)
+    pending = {**state, "node": FINISHED} if over else dict(state)
+    return Loaded(pending=pending, origins=origins, ended_epoch=ended_epoch)
 
 
 def _loader_states(state: Mapping[str, Any]) -> tuple[list[Mapping[str, Any]], bool]:
@@ -56,43 +74,41 @@ def _loader_states(state: Mapping[str, Any]) -> tuple[list[Mapping[str, Any]], b
     return [w["dataset_state"] for w in workers.values() if w.get("dataset_state")], finished
 
 
-def _set_origins(
-    mixture: Mixture, state: Mapping[str, Any], *, keep_pending: bool, ended: bool = False
-) -> None:
-    """``ended``: the state's epoch is over, whatever its chain says (a loader's snapshots can be older)."""
+def _origins(
+    shape: MixtureShape, state: Mapping[str, Any], *, world: int, ended: bool, ended_epoch: int | None
+) -> tuple[Origins, bool]:
+    """Where each source's pass stream stands, and whether the state's epoch is over by its own chain.
+
+    ``ended``: the state's epoch is over, whatever its chain says (a loader's snapshots can be older)."""
     saved = state.get("sources")
     if not isinstance(saved, Mapping) or "epoch" not in state:
         raise ValueError("not a Mixture state: it has no 'sources' (was it saved by a ShardDataset?)")
     epoch = int(state["epoch"])
-    identity = mixture.identity()
+    identity = shape.identity()
     for key in ("seed", "shuffle"):  # a changed mixture may load a state; other pass streams may not
         if key in state and state[key] != identity[key]:
-            raise ValueError(f"the state was saved with {key}={state[key]!r}, not {identity[key]!r}; every "
-                             "source's pass stream depends on it")  # fmt: skip
-    if state.get("plan") or state.get("elastic"):  # an elastic restore's epoch: its own runs, then on
-        starts = {str(name): (int(value[0]), int(value[1])) for name, value in saved.items()}
-        if sorted(starts) != sorted(mixture.names):
             raise ValueError(
-                f"the state was saved from sources {sorted(starts)}, not {sorted(mixture.names)}"
+                f"the state was saved with {key}={state[key]!r}, not {identity[key]!r}; every "
+                "source's pass stream depends on it"
             )
-        mixture._origins = {name: (epoch + 1, start + moved) for name, (start, moved) in starts.items()}
-        return
+    starts = {str(name): (int(value[0]), int(value[1])) for name, value in saved.items()}
+    after = {name: (epoch + 1, start + moved) for name, (start, moved) in starts.items()}
+    if state.get("plan") or state.get("elastic"):  # an elastic restore's epoch: its own runs, then on
+        if sorted(starts) != sorted(shape.names):
+            raise ValueError(f"the state was saved from sources {sorted(starts)}, not {sorted(shape.names)}")
+        return after, False
     place = state.get("place")
     info = get_worker_info()
-    world = int(place[1]) if place else mixture.placement.resolve()[1]
+    world = int(place[1]) if place else world
     workers = int(place[3]) if place else (info.num_workers if info is not None else 1)
-    per_epoch = dict(zip(mixture.names, mixture.plan(world, workers).per_epoch(), strict=True))
-    starts = {str(name): (int(value[0]), int(value[1])) for name, value in saved.items()}
+    per_epoch = dict(zip(shape.names, shape.plan(world, workers).per_epoch(), strict=True))
+    at_start = {name: (epoch, start) for name, (start, _) in starts.items()}
     if {name: moved for name, (_, moved) in starts.items()} == per_epoch:
-        mixture._origins = {name: (epoch, start) for name, (start, _) in starts.items()}
-        return
+        return at_start, False
     node, left = state.get("node"), state.get("left")
     if ended or (node and left == 0):  # the saved epoch is over: every source goes on from its end
-        mixture._origins = {name: (epoch + 1, start + moved) for name, (start, moved) in starts.items()}
-        if keep_pending:
-            mixture._pending = {**state, "node": FINISHED}
-        return
-    if getattr(mixture, "_ended_epoch", None) == epoch:
+        return after, not ended
+    if ended_epoch == epoch:
         raise ValueError(
             f"a DataLoader worker was handed a snapshot from before the end of epoch {epoch} (the loader "
             "state was saved with snapshot_every_n_steps > 1) to replay the steps since, which the changed "
@@ -100,8 +116,7 @@ def _set_origins(
             "into the loader: the epoch is over, and the mixture carries every source on from there"
         )
     if not node:  # the epoch had not begun (no chain, or one not started): it begins under the new mixture
-        mixture._origins = {name: (epoch, start) for name, (start, _) in starts.items()}
-        return
+        return at_start, False
     raise ValueError(
         f"the mixture changed (saved sources {sorted(starts)} with per-epoch amounts "
         f"{ {n: m for n, (_, m) in starts.items()} }, now {per_epoch}) but the state was saved in the "
@@ -110,25 +125,28 @@ def _set_origins(
     )
 
 
-def resume_point(mixture: Mixture, place: Place) -> tuple[int, dict[str, Any] | str | None, Restored | None]:
-    """The epoch to read, the chain state to start from (``FINISHED``: nothing left of that epoch) and,
-    after an elastic restore, this place's deal."""
-    pending, mixture._pending = mixture._pending, None
+def resume_point(
+    shape: MixtureShape, pending: dict[str, Any] | None, place: Place, epoch: int
+) -> tuple[int, dict[str, Any] | str | None, Restored | None]:
+    """The epoch to read (``epoch`` without a pending state), the chain state to start from (``FINISHED``:
+    nothing left of that epoch) and, after an elastic restore, this place's deal."""
     if not pending:
-        return mixture.epoch, None, None
+        return epoch, None, None
     epoch, node = int(pending["epoch"]), pending.get("node")
     if "elastic" in pending:  # every old rank's leftover: this place's deal of it
-        lefts = [_plan(pending["elastic"][name]) for name in mixture.names]
+        lefts = [_plan(pending["elastic"][name]) for name in shape.names]
         rank, world, worker, workers = place
-        budgets, plans = deal_sources(lefts, rank=rank, world=world, worker=worker, workers=workers,
-                                      remainder=mixture.placement.remainder)  # fmt: skip
+        remainder = shape.placement.remainder
+        budgets, plans = deal_sources(
+            lefts, rank=rank, world=world, worker=worker, workers=workers, remainder=remainder
+        )
         return epoch, None, (budgets, plans, dict(pending["sources"]))
     restored = None
     if pending.get("plan"):  # this place's own state from a restored epoch
         budgets = [int(b) for b in pending["plan"]["budgets"]]
         plans = [_plan({"ids": [], "spans": spans}) for spans in pending["plan"]["spans"]]
-        if len(budgets) != len(mixture.names) or len(plans) != len(budgets):
-            raise ValueError(f"the state's plan has {len(budgets)} budgets for {len(mixture.names)} sources")
+        if len(budgets) != len(shape.names) or len(plans) != len(budgets):
+            raise ValueError(f"the state's plan has {len(budgets)} budgets for {len(shape.names)} sources")
         restored = (budgets, plans, dict(pending["sources"]))
     if node is None or node == FINISHED:
         return epoch, node, restored

@@ -16,7 +16,7 @@ import numpy as np
 from shardstream.errors import FormatError
 from shardstream.io.openers import OpenOptions, scheme_of
 
-from ..placement.shards import ShardList, _Concat
+from ..placement.shards import Concat, ShardList
 from .plan import KINDS, Share
 
 DECODE_KEYS = ("image", "image_size", "audio_rate", "audio_mono", "video_frames", "decoders")
@@ -115,5 +115,5 @@ def all_shards(lists: Sequence[ShardList]) -> tuple[ShardList, list[int]]:
     digests = None
     if all(shards.digests is not None for shards in lists):
         digests = np.concatenate([shards.digests for shards in lists])  # type: ignore[misc]
-    joined = _Concat([shards.urls for shards in lists])
+    joined = Concat([shards.urls for shards in lists])
     return ShardList(joined, counts, f"a mixture of {len(lists)} sources", digests), bases[:-1]

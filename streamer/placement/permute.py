@@ -27,7 +27,7 @@ def _round_keys(seed: int, epoch: int, salt: str) -> np.ndarray:
     return np.frombuffer(digest, dtype="<u8").astype(np.uint64)
 
 
-def _mix(x: np.ndarray) -> np.ndarray:
+def mix(x: np.ndarray) -> np.ndarray:
     # splitmix64's finaliser: cheap, well-distributed, wraps modulo 2^64 as numpy uint64 does.
     x = (x ^ (x >> np.uint64(30))) * _M1
     x = (x ^ (x >> np.uint64(27))) * _M2
@@ -51,7 +51,7 @@ class Permutation:
     def _encrypt(self, x: np.ndarray) -> np.ndarray:
         left, right = x >> self._half, x & self._mask
         for key in self._keys:
-            left, right = right, left ^ (_mix(right ^ key) & self._mask)
+            left, right = right, left ^ (mix(right ^ key) & self._mask)
         return (left << self._half) | right
 
     def array(self, indices: np.ndarray | None = None) -> np.ndarray:

@@ -84,7 +84,7 @@ def counted_segments(
     remainder: str = "drop",
 ) -> list[Segment]:
     """The segments one worker reads in one epoch, when every shard's sample count is known."""
-    _check_place(rank, world, worker, workers)
+    check_place(rank, world, worker, workers)
     counts = np.asarray(counts, dtype=np.int64)
     total = int(counts.sum())
     if total == 0:
@@ -100,12 +100,12 @@ def counted_segments(
     while position < stop:
         lap_start = position % total
         take = min(stop - position, total - lap_start)
-        segments.extend(_stream_to_segments(order, ends, counts, lap_start, lap_start + take))
+        segments.extend(stream_to_segments(order, ends, counts, lap_start, lap_start + take))
         position += take
     return segments
 
 
-def _stream_to_segments(
+def stream_to_segments(
     order: np.ndarray, ends: np.ndarray, counts: np.ndarray, begin: int, end: int
 ) -> Iterator[Segment]:
     i = int(np.searchsorted(ends, begin, side="right"))
@@ -126,7 +126,7 @@ class WholeShards(Sequence[Segment]):
         self, n: int, *, rank: int, world: int, worker: int, workers: int, seed: int, epoch: int,
         shuffle: bool = True,
     ) -> None:  # fmt: skip
-        _check_place(rank, world, worker, workers)
+        check_place(rank, world, worker, workers)
         self.n = n
         self.first = rank * workers + worker
         self.step = world * workers
@@ -147,7 +147,7 @@ class ResampledShards:
     """An endless, deterministic draw of shards with replacement, different for every worker and epoch."""
 
     def __init__(self, n: int, *, rank: int, world: int, worker: int, workers: int, seed: int, epoch: int):
-        _check_place(rank, world, worker, workers)
+        check_place(rank, world, worker, workers)
         self.n = n
         self.prefix = f"{seed}:{epoch}:{rank * workers + worker}:"
 
@@ -156,7 +156,7 @@ class ResampledShards:
         return Segment(int.from_bytes(digest, "little") % self.n, 0, None)
 
 
-def _check_place(rank: int, world: int, worker: int, workers: int) -> None:
+def check_place(rank: int, world: int, worker: int, workers: int) -> None:
     if world < 1 or not 0 <= rank < world:
         raise ValueError(f"rank must be in [0, world_size), got rank={rank}, world_size={world}")
     if workers < 1 or not 0 <= worker < workers:

@@ -17,7 +17,7 @@ from shardstream.format.sidecars import offsets_sidecar
 from shardstream.io.openers import OpenOptions, join_url, read_small
 
 
-class _Concat(Sequence[str]):
+class Concat(Sequence[str]):
     """Several patterns end to end, still without expanding any of them."""
 
     def __init__(self, parts: list[Sequence[str]]) -> None:
@@ -114,7 +114,7 @@ class ShardList:
             return cls(BracePattern(text), None, redact_url(text))
         if isinstance(source, Sequence) and all(isinstance(s, (str, os.PathLike)) for s in source):
             parts = [BracePattern(os.fspath(s)) for s in source]
-            return cls(_Concat(parts), None, f"{len(parts)} patterns")
+            return cls(Concat(parts), None, f"{len(parts)} patterns")
         raise ValueError(f"source must be a pattern, a list of patterns or an index path, not {source!r}")
 
     @classmethod

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from shardstream.cli import app
+from shardstream_cli import app
 
 runner = CliRunner()
 REPO = Path(__file__).resolve().parents[2]
@@ -78,7 +78,7 @@ def test_bad_options_exit_2_with_the_option_named(tmp_path, corpus):
 
 def test_console_script_runs_the_demo():
     result = subprocess.run(
-        [sys.executable, "-m", "shardstream.cli", "demo", "--samples", "12", "--json"],
+        [sys.executable, "-m", "shardstream_cli", "demo", "--samples", "12", "--json"],
         capture_output=True, text=True, timeout=120, check=True,
     )
     summary = json.loads(result.stdout)

@@ -12,9 +12,9 @@ import pytest
 from PIL import Image
 from typer.testing import CliRunner
 
-from shardstream.cli import app
 from shardstream.format import DatasetIndex
 from shardstream.sizes import parse_size
+from shardstream_cli import app
 from tests.conftest import read_with_tarfile, shard_paths, write_dataset
 
 runner = CliRunner()

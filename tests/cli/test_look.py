@@ -21,7 +21,7 @@ import pytest
 from PIL import Image
 from typer.testing import CliRunner
 
-from shardstream.cli import app
+from shardstream_cli import app
 
 runner = CliRunner()
 BIN = Path(sys.executable).parent / "shardstream"
@@ -82,7 +82,7 @@ def _write_wds(samples: dict[str, dict[str, bytes]], out: Path) -> Path:
 
 
 def _index(shards: Path, *extra: str) -> dict:
-    command = [str(BIN)] if BIN.exists() else [sys.executable, "-m", "shardstream.cli"]
+    command = [str(BIN)] if BIN.exists() else [sys.executable, "-m", "shardstream_cli"]
     done = subprocess.run([*command, "index", str(shards), "--json", *extra], capture_output=True, text=True,
                           timeout=120, check=True)  # fmt: skip
     return json.loads(done.stdout)
@@ -153,7 +153,7 @@ def test_ls_limit_and_json_lines(data):
 
 
 def test_ls_does_not_import_torch(data):
-    script = ("import sys\nfrom shardstream.cli import app\n"
+    script = ("import sys\nfrom shardstream_cli import app\n"
               "try:\n    app(['ls', sys.argv[1], '--limit', '2'])\n"
               "except SystemExit as exit:\n    assert exit.code in (0, None), exit.code\n"
               "assert 'torch' not in sys.modules, 'ls imported torch'\n")  # fmt: skip

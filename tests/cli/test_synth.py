@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from shardstream.demo.synth import Corpus, make_corpus, make_jpegs
+from shardstream_cli.demo.synth import Corpus, make_corpus, make_jpegs
 
 HAS_TORCHCODEC = importlib.util.find_spec("torchcodec") is not None
 

@@ -12,9 +12,9 @@ from typer.testing import CliRunner
 from packer import PackOptions, verify_dataset
 from packer.cluster import commit, make_plan, pack_in_parts, run_part
 from packer.cluster.plan import PARTS_DIR_NAME, part_dir
-from shardstream.cli import app
 from shardstream.errors import PackError
 from shardstream.format import BracePattern, DatasetIndex, shard_digits, shard_name, shard_pattern
+from shardstream_cli import app
 from tests.cluster.corpus import DUPLICATE, RECORDS, digests, make_corpus, read_keys, rejects
 
 runner = CliRunner()

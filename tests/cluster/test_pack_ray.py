@@ -125,7 +125,7 @@ def test_a_driver_killed_leaves_no_ray_process_and_resume_gives_the_same_bytes(r
     fifo = FifoServer(corpus.root / "img" / f"{FIFO_RECORD}.png", FIFO_RECORD)
     out = tmp_path / "out"
     command = [
-        *(sys.executable, "-m", "shardstream.cli", "pack", str(corpus.manifest), str(out)),
+        *(sys.executable, "-m", "shardstream_cli", "pack", str(corpus.manifest), str(out)),
         *("--max-count", "9", "--partition-rows", str(ROWS), "--engine", "ray", "--workers", "2", "-q"),
     ]
     driver = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from packer import PackOptions
 from packer.cluster import pack_in_parts
-from shardstream.cli import app
+from shardstream_cli import app
 from streamer import ShardDataset
 from tests.cluster.corpus import digests, make_corpus
 

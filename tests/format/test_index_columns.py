@@ -14,13 +14,13 @@ import pytest
 from typer.testing import CliRunner
 
 import shardstream.format.index as index_module
-from shardstream.cli import app
 from shardstream.errors import FormatError
 from shardstream.format import INDEX_NAME, DatasetIndex, ShardColumns, ShardEntry
 from shardstream.format.columns import HEADER, columns_name
 from shardstream.format.constants import COLUMNS_MAGIC, COLUMNS_NAME
 from shardstream.format.verify import check_dataset
 from shardstream.indexer import IndexOptions, index_source
+from shardstream_cli import app
 from streamer import ShardDataset
 from streamer.placement.shards import ShardList
 from tests.conftest import write_dataset

@@ -10,7 +10,6 @@ from typer.testing import CliRunner
 
 from packer.sample import Sample
 from packer.shardwriter import TarShardWriter, encode_sample
-from shardstream.cli import app
 from shardstream.format import (
     INDEX_NAME,
     DatasetIndex,
@@ -21,6 +20,7 @@ from shardstream.format import (
     verify_dataset,
 )
 from shardstream.format.verify import check_dataset, decode_check, shard_files
+from shardstream_cli import app
 from tests.conftest import write_dataset
 
 runner = CliRunner()

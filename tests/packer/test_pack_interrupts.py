@@ -177,7 +177,7 @@ def test_resume_refuses_a_rejects_file_shorter_than_the_journal_counts(tree, tmp
 
 
 def _cli(*args: str) -> list[str]:
-    return [sys.executable, "-m", "shardstream.cli", *args]
+    return [sys.executable, "-m", "shardstream_cli", *args]
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ from shardstream.format.constants import JOURNAL_NAME
 
 
 def _cli(*args: str) -> list[str]:
-    return [sys.executable, "-m", "shardstream.cli", *args]
+    return [sys.executable, "-m", "shardstream_cli", *args]
 
 
 def _descendants(pid: int) -> set[int]:

@@ -19,8 +19,8 @@ from typer.testing import CliRunner
 import packer
 from packer import PackError, PackOptions
 from packer.cluster import pack_in_parts
-from shardstream.cli import app
 from shardstream.mediatypes import sniff_extension
+from shardstream_cli import app
 from tests.cluster.corpus import digests, read_keys, rejects
 from tests.conftest import read_with_webdataset
 

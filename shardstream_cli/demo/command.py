@@ -7,8 +7,9 @@ from typing import Annotated
 
 import typer
 
-from ..sizes import format_size
-from .common import JsonFlag, echo_json
+from shardstream.sizes import format_size
+
+from ..common import JsonFlag, echo_json
 
 Workdir = Annotated[
     Path | None, typer.Option(help="Keep the corpus and shards here (default: a temp folder).")
@@ -24,7 +25,7 @@ def demo_command(
 
     Example: shardstream demo --samples 100 --workers 2
     """
-    from ..demo import LAYOUTS, run_demo
+    from . import LAYOUTS, run_demo
 
     result = run_demo(workdir, samples, workers)
     if as_json:

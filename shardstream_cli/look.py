@@ -16,9 +16,10 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ..errors import ShardstreamError, redact_url
-from ..format.constants import INDEX_NAME
-from ..sizes import format_size
+from shardstream.errors import ShardstreamError, redact_url
+from shardstream.format.constants import INDEX_NAME
+from shardstream.sizes import format_size
+
 from .common import JsonFlag, echo_json, fail
 
 if TYPE_CHECKING:

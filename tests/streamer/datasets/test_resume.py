@@ -23,7 +23,7 @@ from streamer.placement.segments import WholeShards, counted_segments
 from streamer.placement.shards import ShardList
 from tests.conftest import write_dataset
 
-SCRIPT = Path(__file__).parent / "scripts" / "resume_run.py"
+SCRIPT = Path(__file__).parents[1] / "scripts" / "resume_run.py"
 COUNTS = [23, 4, 61, 9, 30, 2, 17]
 
 

@@ -10,8 +10,9 @@ from typing import Annotated, Any
 
 import typer
 
-from ..errors import ShardstreamError
-from ..sizes import format_size, parse_size
+from shardstream.errors import ShardstreamError
+from shardstream.sizes import format_size, parse_size
+
 from .common import JsonFlag, echo_json, fail
 from .progress import PackBar
 

@@ -8,7 +8,8 @@ from typing import Annotated, Any
 
 import typer
 
-from ..errors import ShardstreamError, redact_url
+from shardstream.errors import ShardstreamError, redact_url
+
 from .common import JsonFlag, echo_json, fail
 
 Source = Annotated[

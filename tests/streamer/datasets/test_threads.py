@@ -75,7 +75,7 @@ def test_packing_through_the_cli_leaves_no_thread(tmp_path):
     """The pack command's progress bar starts no monitor thread that would outlive it (tqdm's does)."""
     from typer.testing import CliRunner
 
-    from shardstream.cli import app
+    from shardstream_cli import app
 
     source = tmp_path / "src"
     source.mkdir()

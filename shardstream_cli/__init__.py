@@ -2,7 +2,7 @@
 
 pack (``cli/pack.py``; its plan, part and commit steps in ``cli/packparts.py``), index (``cli/index.py``),
 info, stats and verify (``cli/inspect.py``), ls and cat (``cli/look.py``), stream (``cli/stream.py``), demo
-(``cli/demo.py``). The packer and the streamer are imported inside the commands that use them, so
+(``demo/command.py``). The packer and the streamer are imported inside the commands that use them, so
 ``shardstream --help``, ``info`` or ``ls`` never pay for torch.
 """
 
@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import typer
 
-from . import demo, index, inspect, look, packparts, stream
+from . import index, inspect, look, packparts, stream
+from .demo import command as demo
 
 __all__ = ["app", "main"]
 

@@ -15,11 +15,12 @@ from typing import Annotated, Any
 
 import typer
 
-from ..errors import ShardstreamError, redact_url
-from ..format.constants import INDEX_NAME
-from ..format.index import DatasetIndex
-from ..format.verify import Verification, check_dataset, decode_check
-from ..sizes import format_size
+from shardstream.errors import ShardstreamError, redact_url
+from shardstream.format.constants import INDEX_NAME
+from shardstream.format.index import DatasetIndex
+from shardstream.format.verify import Verification, check_dataset, decode_check
+from shardstream.sizes import format_size
+
 from .common import IndexArgument, JsonFlag, echo_json, fail, index_path
 from .look import Source, index_url, resolve_source, shard_list
 
@@ -157,7 +158,7 @@ def spread(values: list[int]) -> dict[str, float]:
 
 def _scan_all(urls: Any, damaged: list[str]) -> tuple[dict[str, list[int]], list[int], list[int]]:
     """Per-field [members, bytes], shard sizes and samples per shard from the headers of every shard."""
-    from ..format.scan import scan_file, scan_shard
+    from shardstream.format.scan import scan_file, scan_shard
 
     fields: dict[str, list[int]] = {}
     sizes, counts = [], []

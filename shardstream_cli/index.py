@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import sys
-from functools import partial
 from pathlib import Path
-from typing import Annotated, Any, BinaryIO
+from typing import Annotated, Any
 
 import typer
 
-from ..errors import ShardstreamError
-from ..sizes import format_size
+from shardstream.errors import ShardstreamError
+from shardstream.sizes import format_size
+
 from .common import JsonFlag, echo_json, fail
 
 Source = Annotated[
@@ -59,11 +59,11 @@ def index_command(
 
     Example: shardstream index data/ --workers 8 --json
     """
-    from ..indexer import IndexOptions, index_source
+    from shardstream.indexer import IndexOptions, index_source
 
     bar = _Bar(quiet or as_json)
     options = IndexOptions(out=out, workers=workers, checksum=checksum, partial=partial_,
-                           part=_parse_part(part), restart=restart, open_remote=partial(_open_remote),
+                           part=_parse_part(part), restart=restart,
                            progress=bar.update, planned=bar.plan)  # fmt: skip
     try:
         summary = index_source(source, options)
@@ -77,12 +77,6 @@ def index_command(
         _print(summary)
     if summary.index is None and summary.part is None:
         raise typer.Exit(1)
-
-
-def _open_remote(url: str) -> BinaryIO:
-    from shardstream.io.openers import open_stream
-
-    return open_stream(url)
 
 
 def _parse_part(text: str | None) -> tuple[int, int] | None:

@@ -12,8 +12,8 @@ from pathlib import Path
 
 from tests.conftest import write_dataset
 
-SCRIPT = Path(__file__).parent / "scripts" / "ddp_train.py"
-ELASTIC = Path(__file__).parent / "scripts" / "elastic_run.py"
+SCRIPT = Path(__file__).parents[1] / "scripts" / "ddp_train.py"
+ELASTIC = Path(__file__).parents[1] / "scripts" / "elastic_run.py"
 COUNTS = [97, 1, 0, 38, 5, 160, 12]  # fewer shards than ranks x workers would need to be whole
 
 
@@ -50,11 +50,11 @@ def test_torchrun_ddp_every_sample_once_equal_batches_no_hang(tmp_path):
 
 def test_the_ddp_example_runs(tmp_path):
     from packer import PackOptions, pack
-    from shardstream.demo.synth import make_jpegs
+    from shardstream_cli.demo.synth import make_jpegs
 
     raw = make_jpegs(tmp_path / "raw", 60, size=(32, 32))
     pack(raw, tmp_path / "shards", PackOptions(max_count=7))
-    example = Path(__file__).resolve().parents[2] / "examples" / "train_ddp.py"
+    example = Path(__file__).resolve().parents[3] / "examples" / "train_ddp.py"
     command = [
         sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", "2",
         "--master-addr", "127.0.0.1", "--master-port", str(_free_port()), str(example),

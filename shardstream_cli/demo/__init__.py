@@ -10,9 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .synth import Corpus, make_corpus, make_jpegs
-
-__all__ = ["Corpus", "make_corpus", "make_jpegs", "run_demo"]
+__all__ = ["LAYOUTS", "run_demo"]
 
 LAYOUTS = ("directory", "manifest")
 
@@ -20,6 +18,8 @@ LAYOUTS = ("directory", "manifest")
 def run_demo(workdir: Path | None = None, samples: int = 48, workers: int = 2) -> dict[str, Any]:
     """Pack ``samples`` synthetic samples from a folder and from a manifest, stream both back; a summary."""
     from packer import PackOptions, pack
+
+    from .synth import make_corpus  # numpy and Pillow: only when the demo runs, not for `--help`
 
     with tempfile.TemporaryDirectory(prefix="shardstream-demo-") as tmp:
         root = workdir or Path(tmp)

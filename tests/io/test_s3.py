@@ -19,10 +19,10 @@ from torch.utils.data import DataLoader
 from typer.testing import CliRunner
 
 from packer import PackOptions, pack
-from shardstream.cli import app
-from shardstream.demo.synth import make_corpus
 from shardstream.errors import FormatError, ShardNotFoundError, ShardReadError
 from shardstream.indexer import IndexOptions, index_source
+from shardstream_cli import app
+from shardstream_cli.demo.synth import make_corpus
 from streamer import ShardDataset, ShardMap
 from tests.conftest import expected_from_directory
 

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ..format.constants import INDEX_NAME
+from shardstream.format.constants import INDEX_NAME
 
 IndexArgument = Annotated[Path, typer.Argument(help=f"An index file or the folder holding {INDEX_NAME}.")]
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print the result as JSON on stdout, for scripts.")]

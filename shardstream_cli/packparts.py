@@ -15,7 +15,8 @@ import click
 import typer
 from typer.core import TyperGroup
 
-from ..errors import ShardstreamError
+from shardstream.errors import ShardstreamError
+
 from .common import JsonFlag, echo_json, fail
 from .pack import _apply_config, _pack_options, _print_summary, pack_command
 

@@ -203,10 +203,10 @@ def test_the_example_mixture_file_is_valid_and_streams_from_the_cli(three, tmp_p
 
     from typer.testing import CliRunner
 
-    from shardstream.cli import app
+    from shardstream_cli import app
     from streamer.mixture.config import load_mixture
 
-    example = Path(__file__).parents[2] / "configs" / "mixture-example.yaml"
+    example = Path(__file__).parents[3] / "configs" / "mixture-example.yaml"
     sources, options = load_mixture(example)
     real = [three["mid"], three["tiny"], three["big"], three["mid"]]
     for source, path in zip(sources, real, strict=True):

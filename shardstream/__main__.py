@@ -1,5 +1,0 @@
-"""``python -m shardstream``: the ``shardstream`` command."""
-
-from .cli import main
-
-main()

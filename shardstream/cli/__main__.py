@@ -1,5 +1,0 @@
-"""``python -m shardstream.cli``: the ``shardstream`` command."""
-
-from . import main
-
-main()

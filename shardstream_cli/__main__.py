@@ -1,0 +1,5 @@
+"""``python -m shardstream_cli``: the ``shardstream`` command."""
+
+from . import main
+
+main()
