@@ -22,6 +22,7 @@ from torch.utils.data import get_worker_info
 from shardstream.io.httpoptions import HttpOptions
 from shardstream.io.openers import OpenOptions, scheme_of
 
+from ..chain.mapper import Mapper
 from ..chain.node import Node
 from ..chain.opener import ShardOpener
 from ..chain.recovery import Recovery
@@ -37,7 +38,7 @@ from .reader import MixtureReader, SourceWindows
 from .restore import elastic_pending
 from .resume import FINISHED, Place, Restored, restore_point, resume_point
 from .shape import MixtureShape
-from .source import MixSource, all_shards, counted_shards, source_decoder, source_fields
+from .source import MixSource, SourceDecoders, all_shards, counted_shards, source_decoder, source_fields
 
 _sample_of = operator.itemgetter(2)  # (shard, index, sample) -> sample
 
@@ -240,9 +241,10 @@ class Mixture(StreamBase):
                 begin, end = plan.worker_range(j, rank, worker)
                 run = (start + begin, start + end)
             window = self.window(budgets[j], length)
-            windows.append(SourceWindows(name, openers[j], stream, run, window=window, recovery=recovery,
-                                         decode=self.decoders[j]))  # fmt: skip
+            windows.append(SourceWindows(name, openers[j], stream, run, window=window, recovery=recovery))
         node: Node = MixtureReader(windows, budgets, bases, max_open=self.max_open, stratify=self.stratify)
+        if any(decode is not None for decode in self.decoders):  # one sample at a time, as they leave
+            node = Mapper(node, SourceDecoders(self.names, self.decoders), recovery)
         if recovery.owes:
             node = StandIns(node, recovery)
         return node

@@ -17,8 +17,6 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from shardstream.errors import StreamError
-
 from ..chain.node import Item, Node
 from ..chain.opener import ShardOpener
 from ..chain.reader import SampleReader
@@ -27,7 +25,6 @@ from .passes import PassStream, RunSegments
 from .plan import Interleave
 from .stratify import Stratified
 
-Decode = Callable[[dict[str, Any]], Any]
 _CHUNK = 1024  # sources picked at once: the interleave's loop runs without a generator hop per sample
 
 
@@ -43,12 +40,11 @@ class SourceWindows:
         *,
         window: int,
         recovery: Recovery,
-        decode: Decode | None,
     ) -> None:
         self.name, self.opener, self.stream = name, opener, stream
         self.begin, self.end = run
         self.window = max(1, window)
-        self.recovery, self.decode = recovery, decode
+        self.recovery = recovery
         self._reader: Iterator[Item] | None = None
         self._back: list[Item] = []  # samples read ahead of their window (after a loss)
         self._at = -1  # the stream position the open reader stands at
@@ -69,7 +65,7 @@ class SourceWindows:
             slots = self._load(lo, hi, touch)
             order = self.stream.window_order(lo, hi)
             self._position = hi
-            return iter(self._finish_all([slots[k] for k in order[position - lo :]]))
+            return iter(self._tag([slots[k] for k in order[position - lo :]]))
 
     def suspend(self) -> None:
         """Close the reader (and its file or connection); the next window reopens where it stands."""
@@ -82,28 +78,16 @@ class SourceWindows:
         """Sample ``index`` of shard ``shard`` (one of this source's), as windows hand it out (stand-ins)."""
         sample = self.opener.read_one(shard, index)
         sample["__source__"] = self.name
-        return sample if self.decode is None else self.decode(sample)
+        return sample
 
-    def _finish_all(self, items: list[Item | None]) -> list[Item | None]:
-        """Tag each sample with its source and decode it: a window at once. Ids are the mixture's already."""
-        name, decode = self.name, self.decode
+    def _tag(self, items: list[Item | None]) -> list[Item | None]:
+        """Tag each sample with its source (ids are the mixture's already). Decoding comes later, one sample
+        at a time as it is handed out (a ``Mapper`` after the reader), so a window holds raw bytes only."""
+        name = self.name
         for item in items:
             if item is not None:
                 item[2]["__source__"] = name
-        if decode is None:
-            return items
-        out: list[Item | None] = []
-        for item in items:
-            if item is None:
-                out.append(None)
-                continue
-            shard, index, sample = item
-            try:
-                out.append((shard, index, decode(sample)))
-            except StreamError as exc:
-                self.recovery.after_sample_error(exc, shard, index)
-                out.append(None)
-        return out
+        return items
 
     def _load(self, lo: int, hi: int, touch: Callable[[SourceWindows], None]) -> list[Item | None]:
         """Every sample of the window [lo, hi), in stream order; None where one was lost."""

@@ -105,6 +105,18 @@ def source_decoder(source: MixSource) -> Any:
         raise ValueError(f"source {source.label()!r}: {exc}") from exc
 
 
+class SourceDecoders:
+    """Each sample decoded by its own source's decode function (``__source__`` names the source); samples
+    of a source that does not decode pass as they are. What a Mixture's ``Mapper`` applies."""
+
+    def __init__(self, names: Sequence[str], decoders: Sequence[Any]) -> None:
+        self.by_name = {name: fn for name, fn in zip(names, decoders, strict=True) if fn is not None}
+
+    def __call__(self, sample: dict[str, Any]) -> Any:
+        decode = self.by_name.get(sample["__source__"])
+        return sample if decode is None else decode(sample)
+
+
 def all_shards(lists: Sequence[ShardList]) -> tuple[ShardList, list[int]]:
     """Every source's shards as one list (so a sample's id names its shard across the mixture), and where
     each source's shards begin in it."""
