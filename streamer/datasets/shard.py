@@ -52,9 +52,33 @@ _sample_of = operator.itemgetter(2)  # (shard, index, sample) -> sample
 class ShardDataset(StreamBase):
     """Samples from tar shards: every sample once per epoch, equal counts on every rank, resumable.
 
-    ``source`` is a brace pattern of paths or URLs (``data/train-{000000..000127}.tar``), a list of them,
-    or the packer's index (its path, URL or folder). With the index, sample counts are known and every
-    rank yields exactly ``len(ds)`` samples per epoch, worker i of every rank the same number.
+    Where: ``source`` is a brace pattern of paths or URLs (``data/train-{000000..000127}.tar``), a list of
+    them, or the packer's index (its path, URL or folder). With the index, sample counts are known and
+    every rank yields exactly ``len(ds)`` samples per epoch, worker i of every rank the same number.
+
+    Order: ``shuffle`` (the shard order per ``(seed, epoch)`` and a buffer; False reads in index order),
+    ``seed``, ``buffer_size`` (samples in the shuffle buffer; 1 turns it off), ``initial`` (samples
+    gathered before the first leaves the buffer; None: all of it), ``remainder`` (``"drop"`` or ``"pad"``
+    the at most world - 1 samples an epoch cannot deal equally), ``resampled`` (draw shards with
+    replacement, forever).
+
+    Decoding, after the buffer: ``fields`` (the members to keep, by extension; None: all), ``decode``
+    (True: by extension; False: bytes; a callable: your own function of the sample dict), ``image``
+    (``"pil"``, ``"numpy"`` or ``"torch"``), ``image_size`` (decode at least this size, reduced where the
+    codec can), ``audio_rate``, ``audio_mono``, ``video_frames`` (N evenly spaced frames), ``decoders``
+    (``{"ext": fn}`` added to the registry for this dataset).
+
+    Errors: ``on_error`` (``"raise"``, ``"skip"`` or ``"warn"``), ``keep_length`` (a skipped sample is
+    stood in for by repeating the next, so every rank keeps ``len(ds)``).
+
+    Place: ``rank`` and ``world_size`` (None: from torch.distributed, else ``RANK``/``WORLD_SIZE``, else
+    0 and 1).
+
+    Reading: ``http`` (``HttpOptions``: timeouts, retries, headers, TLS), ``cache_dir`` and ``cache_size``
+    (a local cache of remote shards, LRU under the size), ``prefetch`` (shards read ahead per worker;
+    None: 2 for remote shards, 0 for local ones), ``prefetch_bytes`` (read-ahead per request),
+    ``zero_copy`` (members as read-only memoryviews into mapped local shards; needs ``decode=False``),
+    ``defer_reads`` (behind a shuffle buffer, hold ids and read a local shard's sample as it leaves).
     """
 
     def __init__(
@@ -118,6 +142,17 @@ class ShardDataset(StreamBase):
 
     # -- resumption ------------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
+        """Where this dataset stands, as plain data (for ``torch.save``, JSON, a StatefulDataLoader).
+
+        Schema: ``epoch`` (int); ``place`` (``[rank, world, worker, workers]`` of the chain in use, or None
+        before one started); ``node`` (the chain's state, outermost node first, each inner node's state
+        under ``"source"``: stand-ins ``{"owed", "last"}``, the decoding ``Mapper`` only ``"source"``, the
+        shuffle buffer ``{"buffer": [[shard, index], ...], "rng"}``, the reader ``{"segment", "done"}``;
+        None before a chain started); ``plan`` (the deal an elastic
+        restore gave this place, or None); and the identity a state must share to load: ``dataset`` (a
+        digest of the shards and counts), ``seed``, ``shuffle``, ``remainder``. Loaded but not yet read,
+        the loaded state is returned as it was (an elastic one with ``left``: what the epoch has left).
+        """
         if self._pending is not None:  # loaded, not yet iterated: a checkpoint now must not lose it
             pending = {k: v.to_state() if isinstance(v, Plan) else v for k, v in self._pending.items()}
             return {**copy.deepcopy(pending), **self._identity()}

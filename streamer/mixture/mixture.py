@@ -46,9 +46,14 @@ _sample_of = operator.itemgetter(2)  # (shard, index, sample) -> sample
 class Mixture(StreamBase):
     """Samples of several datasets in planned proportions; see the module docstring.
 
-    ``sources``: MixSource objects or mappings (``{"path": "data/coco", "weight": 0.5, "image_size": 224}``).
-    Reading options (shuffle, seed, errors, placement, HTTP, cache) are ShardDataset's and apply to all;
-    ``buffer_size`` is shared by all sources in proportion to their budgets (at least one sample each).
+    ``sources``: MixSource objects or mappings (``{"path": "data/coco", "weight": 0.5, "image_size": 224}``;
+    each with its own ``fields`` and decode options, see ``MixSource``). ``epoch_size``: samples per epoch
+    over all ranks (None: what the shares give, e.g. one pass of the sources read by ``repeat``).
+    ``shuffle``, ``seed``, ``remainder``, ``on_error``, ``keep_length``, ``rank``, ``world_size``,
+    ``http``, ``cache_dir``, ``cache_size``, ``prefetch`` (None: 1 if any source is remote, else 0) and
+    ``prefetch_bytes`` are ShardDataset's and apply to all sources. ``buffer_size``: shared by the sources
+    in proportion to their budgets (at least one sample each); each source shuffles its window of it.
+    ``max_open``: sources with an open reader at once per worker (the least recently used is closed).
     ``stratify=B`` (the DataLoader's batch size): every batch holds floor or ceil of each source's share.
     """
 
@@ -149,6 +154,18 @@ class Mixture(StreamBase):
 
     # -- resumption ------------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
+        """Where this mixture stands, as plain data.
+
+        Schema: ``epoch``; ``place`` (``[rank, world, worker, workers]``, or None before a chain started);
+        ``node`` (the chain's state: stand-ins ``{"owed", "last"}`` and the decoding ``Mapper`` each with
+        the inner state under ``"source"``, the reader ``{"counts": [per source handed out],
+        "batch_start"?}``); ``left`` (samples of this worker's plan not yet reached); ``sources``
+        (``{name: [start, per_epoch]}``: where each source's pass stream stood at the epoch's start and
+        how far an epoch moves it); ``plan`` (after an elastic restore: ``{"budgets", "spans"}``, this
+        place's deal); and the identity: ``dataset`` (a digest of the sources, shares, epoch and buffer
+        size), ``seed``, ``shuffle``, ``remainder``. Loaded but not yet read, the loaded state comes back
+        (an elastic one with ``elastic``: each source's leftover).
+        """
         identity = self.identity()
         if self._pending is not None:
             pending = {k: v for k, v in self._pending.items() if k != "elastic"}
