@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import copy
 import inspect
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Iterator, Mapping
+from typing import Any, ClassVar
 
 Item = tuple[int, int, Any]  # (shard, sample index in the shard, sample)
 
@@ -24,6 +24,7 @@ class Node(Iterator[Item]):
     """
 
     source: Node | None = None
+    state_keys: ClassVar[frozenset[str]] = frozenset()  # the keys this node's own state always has
 
     def __init__(self) -> None:
         self._it: Iterator[Item] | None = None
@@ -67,3 +68,13 @@ class Node(Iterator[Item]):
 
     def _source_state(self) -> dict[str, Any]:
         return self.source.get_state() if self.source is not None else {}
+
+
+def saved_state_of(kind: type[Node], state: Any) -> dict[str, Any] | None:
+    """The state of the first node of type ``kind`` in a saved chain's state (outermost first, each inner
+    node's state under ``"source"``), known by the keys ``kind`` owns; None when the chain has none."""
+    while isinstance(state, Mapping):
+        if kind.state_keys and kind.state_keys <= state.keys():
+            return dict(state)
+        state = state.get("source")
+    return None

@@ -24,6 +24,8 @@ from .recovery import Recovery
 class SampleReader(Node):
     """State: ``{"segment": k, "done": n}`` — n samples of segment k already handed out."""
 
+    state_keys = frozenset({"segment", "done"})
+
     def __init__(
         self,
         opener: ShardOpener,

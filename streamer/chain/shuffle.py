@@ -33,6 +33,8 @@ def check_buffer(size: int, initial: int | None) -> int:
 class ShuffleBuffer(Node):
     """Fill to ``initial`` before the first sample, then grow to ``size`` while handing samples out."""
 
+    state_keys = frozenset({"buffer", "rng"})
+
     def __init__(self, source: Node, *, size: int, initial: int | None, seed: int) -> None:
         super().__init__()
         self.source = source

@@ -19,6 +19,8 @@ from .recovery import Recovery
 class StandIns(Node):
     """State: ``{"source": ..., "owed": n, "last": [shard, index] | None}``."""
 
+    state_keys = frozenset({"owed", "last"})
+
     def __init__(self, source: Node, recovery: Recovery) -> None:
         super().__init__()
         self.source = source

@@ -22,6 +22,9 @@ from typing import Any
 
 import numpy as np
 
+from ..chain.node import saved_state_of
+from ..chain.reader import SampleReader
+from ..chain.shuffle import ShuffleBuffer
 from ..placement.segments import shard_order
 from ..placement.shards import ShardList
 from .deal import Plan, Progress, Stream, leftover, original_plan, sample_ids
@@ -161,14 +164,14 @@ def _progress(
         else:
             plan = original_plan(total, rank=rank, world=world, worker=worker, workers=workers,
                                  remainder=remainder)  # fmt: skip
-        node, buffered = state["node"], ()
+        node = state["node"]
         if not node:  # placed, not yet begun
             return Progress(plan, 0)
-        while "source" in node:  # stand-ins -> decoder -> shuffle buffer -> reader, each where present
-            if "buffer" in node:
-                buffered = sample_ids(node["buffer"])
-            node = node["source"]
-        read = stream.read(plan, int(node["segment"]), int(node["done"]))  # the reader's own state
+        buffer, reader = saved_state_of(ShuffleBuffer, node), saved_state_of(SampleReader, node)
+        if reader is None:
+            raise KeyError("segment")  # no node of the chain has the reader's state
+        buffered = sample_ids(buffer["buffer"]) if buffer is not None else ()
+        read = stream.read(plan, int(reader["segment"]), int(reader["done"]))
         return Progress(plan, read, buffered)
     except (KeyError, TypeError, ValueError, IndexError) as exc:
         raise ValueError(f"the state of rank {rank} worker {worker} is damaged: {exc!r}") from exc

@@ -23,7 +23,7 @@ from shardstream.io.httpoptions import HttpOptions
 from shardstream.io.openers import OpenOptions, scheme_of
 
 from ..chain.mapper import Mapper
-from ..chain.node import Node
+from ..chain.node import Node, saved_state_of
 from ..chain.opener import ShardOpener
 from ..chain.recovery import Recovery
 from ..chain.standins import StandIns
@@ -193,9 +193,8 @@ class Mixture(StreamBase):
 
     def _left(self, node: Mapping[str, Any], length: int) -> int:
         """Samples of the plan this worker has not yet reached (stand-ins owed not counted)."""
-        while "counts" not in node:
-            node = node.get("source") or {"counts": []}
-        return length - sum(node["counts"]) if node["counts"] else length
+        reader = saved_state_of(MixtureReader, node)
+        return length - sum(reader["counts"]) if reader and reader["counts"] else length
 
     def _sources_at(self, epoch: int, workers: int = 1) -> dict[str, list[int]]:
         plan = self.plan(self.placement.resolve()[1], workers)

@@ -129,6 +129,8 @@ class MixtureReader(Node):
     """State: ``{"counts": [...]}`` — samples handed out so far of each source, in the plan's order (and,
     stratified, ``"batch_start"``: the counts when the current batch began)."""
 
+    state_keys = frozenset({"counts"})
+
     def __init__(
         self,
         sources: Sequence[SourceWindows],

@@ -14,10 +14,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..chain.node import saved_state_of
 from ..elastic.deal import Plan, Span, join
 from ..elastic.restore import by_place_of, check_identity, one_epoch, rank_states, topology
 from .elastic import PlanStream, unread
 from .passes import PassStream
+from .reader import MixtureReader
 from .shape import MixtureShape
 
 Origins = dict[str, tuple[int, int]]  # source name -> (epoch, where its pass stream starts then)
@@ -100,9 +102,7 @@ def _worker_left(
 ) -> list[tuple[str, list[Span]]]:
     """What one old worker had not handed out of each source, in pass-stream positions."""
     rank, world, worker, workers = place
-    node = state.get("node") if state else None
-    while node and "counts" not in node:  # stand-ins -> the mixture reader
-        node = node.get("source")
+    node = saved_state_of(MixtureReader, state.get("node")) if state else None
     restored = state.get("plan") if state else None
     if restored:
         budgets = [int(b) for b in restored["budgets"]]
