@@ -34,11 +34,12 @@ from .config import load_mixture
 from .elastic import PlanStream
 from .passes import PassStream
 from .plan import MixturePlan
-from .reader import MixtureReader, SourceWindows
+from .reader import MixtureReader
 from .restore import elastic_pending
 from .resume import FINISHED, Place, Restored, restore_point, resume_point
 from .shape import MixtureShape
 from .source import MixSource, SourceDecoders, all_shards, counted_shards, source_decoder, source_fields
+from .windows import Holding, SourceWindows
 
 _sample_of = operator.itemgetter(2)  # (shard, index, sample) -> sample
 
@@ -247,7 +248,7 @@ class Mixture(StreamBase):
         bases = self.bases
         recovery = Recovery(self.error_handling, counters=self._shared, counted=True,
                             locate=lambda shard, index: _locate(openers, bases, shard, index))  # fmt: skip
-        windows = []
+        windows, holding = [], Holding()
         for j, (name, start) in enumerate(zip(self.names, self.starts(epoch, plan), strict=True)):
             stream: PassStream | PlanStream = self.pass_stream(j)
             if self._restored is not None:
@@ -257,7 +258,11 @@ class Mixture(StreamBase):
                 begin, end = plan.worker_range(j, rank, worker)
                 run = (start + begin, start + end)
             window = self.window(budgets[j], length)
-            windows.append(SourceWindows(name, openers[j], stream, run, window=window, recovery=recovery))
+            windows.append(
+                SourceWindows(
+                    name, openers[j], stream, run, window=window, recovery=recovery, holding=holding
+                )
+            )
         node: Node = MixtureReader(windows, budgets, bases, max_open=self.max_open, stratify=self.stratify)
         if any(decode is not None for decode in self.decoders):  # one sample at a time, as they leave
             node = Mapper(node, SourceDecoders(self.names, self.decoders), recovery)

@@ -110,8 +110,13 @@ def test_an_undecodable_sample_is_skipped_counted_and_the_rest_decoded_in_order(
 
 @pytest.mark.parametrize(
     ("options", "damaged", "decode"),
-    [({"stratify": 8}, False, True), ({"on_error": "skip"}, True, True), ({"on_error": "skip"}, True, False)],
-    ids=["stratified", "stand-ins-decoded", "stand-ins-raw"],
+    [
+        ({"stratify": 8}, False, True),
+        ({"on_error": "skip"}, True, True),
+        ({"on_error": "skip"}, True, False),
+        ({"on_error": "skip", "buffer_size": 1}, True, False),
+    ],
+    ids=["stratified", "stand-ins-decoded", "stand-ins-raw", "streamed-without-windows"],
 )
 def test_a_mixture_restored_at_every_position_continues_exactly(tmp_path, options, damaged, decode):
     """Stratified: restores inside a batch. Stand-ins: restores while a repeat of a lost sample is owed; the
@@ -125,7 +130,7 @@ def test_a_mixture_restored_at_every_position_continues_exactly(tmp_path, option
                {"path": str(other), "weight": 1, "decode": decode}]  # fmt: skip
 
     def mixture():
-        return Mixture(sources, epoch_size=60, buffer_size=8, seed=2, **options)
+        return Mixture(sources, epoch_size=60, seed=2, **{"buffer_size": 8, **options})
 
     def _keys(samples):
         return [(s["__source__"], s["__key__"], s["cls"]) for s in samples]
@@ -177,6 +182,53 @@ def test_at_most_max_open_sources_hold_a_file_open(five):
         for _ in Mixture(sources, epoch_size=150, buffer_size=10, max_open=max_open):
             peak = max(peak, _open_tars(root))
         assert peak == most, (max_open, peak)
+
+
+def test_sources_streamed_without_windows_reopen_where_they_stood_when_closed_for_others(five):
+    """A window of one sample streams the run; closed to keep max_open, a source reopens where it stood."""
+    sources = [{"path": str(p), "weight": 1, "decode": False} for p in five]
+    root = five[0].parent
+    runs = {}
+    for max_open in (1, 2, 32):
+        peak, keys = 0, []
+        for sample in Mixture(sources, epoch_size=150, buffer_size=1, max_open=max_open):
+            peak = max(peak, _open_tars(root))
+            keys.append((sample["__source__"], sample["__key__"]))
+        assert peak == min(max_open, 5)
+        runs[max_open] = keys
+    assert runs[1] == runs[2] == runs[32] and len(set(runs[32])) == 150
+
+
+@pytest.mark.parametrize("buffer_size", [1, 40])
+@pytest.mark.parametrize("damaged", [False, True])
+def test_a_small_source_is_held_after_its_first_pass_not_reopened_every_pass(
+    tmp_path, monkeypatch, buffer_size, damaged
+):
+    """The same samples in the same order as reading it again each pass; a source that lost a sample is
+    not held (its losses are counted each pass, as when it is read again)."""
+    global _OPENED
+    tiny = write_dataset(tmp_path / "tiny", [7], prefix="tiny").parent
+    if damaged:
+        _damage(tiny, "tiny-000000.tar", 2)
+    big = write_dataset(tmp_path / "big", [300, 300], prefix="big").parent
+    sources = [{"path": str(p), "weight": w, "decode": False} for p, w in ((tiny, 0.3), (big, 0.7))]
+
+    def run():
+        mixture = Mixture(sources, epoch_size=1000, buffer_size=buffer_size, seed=5, on_error="skip")
+        return _keys(mixture), mixture.errors
+
+    _OPENED = []
+    try:
+        held, held_errors = run()
+        opened = [Path(p).name for p in _OPENED]
+    finally:
+        _OPENED = None
+    monkeypatch.setattr("streamer.mixture.windows.HOLD_SAMPLES", 0)
+    assert (held, held_errors) == run()
+    passes = sum(source == "tiny" for source, _ in held) // 7
+    assert passes > 30
+    opens = opened.count("tiny-000000.tar")
+    assert opens == 1 if not damaged else opens >= passes  # once; or again each pass (and after each loss)
 
 
 def test_a_source_read_window_after_window_opens_each_shard_once(tmp_path):

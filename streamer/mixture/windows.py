@@ -1,0 +1,211 @@
+"""One source's samples for one worker, window by window: each window read in stream order, handed out
+in its keyed shuffle order.
+
+A window holds raw samples (their bytes), never decoded ones. With a window of one sample (no shuffle,
+or a buffer smaller than the sources) there is no window: the run streams as it is read, one generator
+step a sample. A source small enough to hold (at most ``HOLD_SAMPLES`` samples and ``HOLD_BYTES`` bytes
+of members) is kept in memory after its first whole pass and served from there, instead of reopening its
+shards every pass (a 7-sample source in a large mixture was reopened hundreds of times an epoch).
+Trade-off: up to ``HOLD_BYTES`` a small source, for no reopening.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from ..chain.node import Item
+from ..chain.opener import ShardOpener
+from ..chain.reader import SampleReader
+from ..chain.recovery import Recovery
+from .passes import PassStream, RunSegments
+
+HOLD_SAMPLES = 4096  # a source of at most this many samples per pass ...
+HOLD_BYTES = 1 << 20  # ... whose members take at most this many bytes is held after its first pass,
+HOLD_TOTAL = 32 << 20  # ... while a worker's held sources take at most this many in all
+Touch = Callable[["SourceWindows"], None]
+
+
+class Holding:
+    """The bytes a worker's sources may still hold (``HOLD_TOTAL`` at first), shared by its sources."""
+
+    def __init__(self, limit: int = HOLD_TOTAL) -> None:
+        self.left = limit
+
+    def take(self, nbytes: int) -> bool:
+        if nbytes > self.left:
+            return False
+        self.left -= nbytes
+        return True
+
+
+class SourceWindows:
+    """One source of one worker: samples [begin, end) of its pass stream, handed out window by window."""
+
+    def __init__(
+        self,
+        name: str,
+        opener: ShardOpener,
+        stream: PassStream,
+        run: tuple[int, int],
+        *,
+        window: int,
+        recovery: Recovery,
+        holding: Holding | None = None,
+    ) -> None:
+        self.name, self.opener, self.stream = name, opener, stream
+        self.begin, self.end = run
+        self.window = max(1, window)
+        self.recovery = recovery
+        self._reader: Iterator[Item] | None = None
+        self._back: list[Item] = []  # samples read ahead of their window (after a loss)
+        self._at = -1  # the stream position the open reader stands at
+        self._position = self.begin  # where the next window handed out begins
+        self.holding = holding
+        small = holding is not None and isinstance(stream, PassStream) and stream.size <= HOLD_SAMPLES
+        self._filling: dict[tuple[int, int], dict[str, Any]] | None = {} if small else None
+        self._filled = 0  # member bytes held so far
+        self._held: dict[tuple[int, int], dict[str, Any]] | None = None  # the whole source, once read
+
+    def seek(self, done: int) -> None:
+        """The next window handed out starts at the run's ``done``-th sample (0-based, in window order)."""
+        self.suspend()
+        self._position = self.begin + done
+
+    def next_window(self, touch: Touch) -> Iterator[Item | None]:
+        """The rest of the window holding the next sample, in window order; None for a lost sample (the
+        Recovery has counted it and owes a stand-in). ``touch`` is told when a reader is used."""
+        position = self._position
+        if self.window == 1:  # no window: stream the rest of the run as it is read
+            self._position = self.end
+            return self._stream(position, touch)
+        lo, hi = self.stream.window(self.begin, self.end, self.window, position - self.begin)
+        # Restored inside this window: its losses were counted, and owed, when it was first loaded.
+        with self.recovery.replaying() if position > lo else contextlib.nullcontext():
+            slots = self._load(lo, hi, touch)
+            order = self.stream.window_order(lo, hi)
+            self._position = hi
+            return iter(self._tag([slots[k] for k in order[position - lo :]]))
+
+    def suspend(self) -> None:
+        """Close the reader (and its file or connection); the next window reopens where it stands."""
+        if self._reader is not None:
+            self._reader.close()  # type: ignore[attr-defined]
+            self._reader = None
+        self._back = []
+
+    def read_one(self, shard: int, index: int) -> Any:
+        """Sample ``index`` of shard ``shard`` (one of this source's), as windows hand it out (stand-ins)."""
+        sample = self.opener.read_one(shard, index)
+        sample["__source__"] = self.name
+        return sample
+
+    def _tag(self, items: list[Item | None]) -> list[Item | None]:
+        """Tag each sample with its source (ids are the mixture's already). Decoding comes later, one sample
+        at a time as it is handed out (a ``Mapper`` after the reader), so a window holds raw bytes only."""
+        name = self.name
+        for item in items:
+            if item is not None:
+                item[2]["__source__"] = name
+        return items
+
+    def _stream(self, position: int, touch: Touch) -> Iterator[Item | None]:
+        """The run from ``position`` on, in stream order, as read; None where a sample was lost (the
+        reader's Recovery counted it). A reader closed meanwhile (``suspend``) reopens where it stood."""
+        name, ahead = self.name, None  # ahead: read past a lost sample, for a later place
+        for segment in self.stream.segments(position, self.end):
+            shard, held = segment.shard, self._held
+            for index in range(segment.start, segment.stop):
+                if held is not None:
+                    sample = dict(held[shard, index])
+                    sample["__source__"] = name
+                    yield shard, index, sample
+                    continue
+                if self._reader is None or self._at != position:
+                    self._open(position, touch)
+                    ahead = None
+                item = ahead if ahead is not None else next(self._reader, None)  # type: ignore[arg-type]
+                position = self._at = position + 1
+                if item is not None and item[1] == index and item[0] == shard:
+                    ahead = None
+                    self._keep(item)
+                    item[2]["__source__"] = name
+                    yield item
+                else:
+                    ahead = item
+                    self._give_up()  # a lossy source is read again each pass, its losses counted again
+                    yield None
+
+    def _open(self, position: int, touch: Touch) -> None:
+        """A reader of the run from stream position ``position`` on."""
+        self.suspend()
+        segments = RunSegments(self.stream, position, self.end)
+        self._reader = iter(SampleReader(self.opener, segments, self.recovery))
+        self._at = position
+        touch(self)
+
+    def _keep(self, item: Item) -> None:
+        """Hold a small source's samples as they are read; the whole of it, once one pass is complete."""
+        filling = self._filling
+        if filling is None:
+            return
+        shard, index, sample = item
+        nbytes = sum(len(v) for v in sample.values() if isinstance(v, (bytes, bytearray)))
+        if self._filled + nbytes > HOLD_BYTES or not self.holding.take(nbytes):  # type: ignore[union-attr]
+            self._give_up()  # too big to hold: read it as any other source
+            return
+        self._filled += nbytes
+        filling[shard, index] = dict(sample)
+        if len(filling) == self.stream.size:
+            self._held, self._filling = filling, None
+
+    def _give_up(self) -> None:
+        """Stop holding this source; what it held goes back to the worker's budget."""
+        if self._filling is not None:
+            self.holding.left += self._filled  # type: ignore[union-attr]
+        self._filling, self._filled = None, 0
+
+    def _load(self, lo: int, hi: int, touch: Touch) -> list[Item | None]:
+        """Every sample of the window [lo, hi), in stream order; None where one was lost."""
+        held = self._held
+        if held is not None:  # the whole source is in memory: no reader, no reopening
+            ids = [(s.shard, i) for s in self.stream.segments(lo, hi) for i in range(s.start, s.stop)]
+            return [(shard, index, dict(held[shard, index])) for shard, index in ids]
+        if self._reader is None or self._at != lo:  # not simply the window after the last one: reopen
+            self.suspend()
+            segments = RunSegments(self.stream, lo, self.end)
+            self._reader = iter(SampleReader(self.opener, segments, self.recovery))
+        touch(self)
+        self._at = hi
+        expected = [(seg.shard, seg.start, seg.stop) for seg in self.stream.segments(lo, hi)]
+        size, back = hi - lo, self._back
+        got = back[:size] + list(itertools.islice(self._reader, size - min(len(back), size)))
+        del back[:size]
+        first, last = expected[0], expected[-1]
+        if len(got) == size and got[0][:2] == first[:2] and got[-1][:2] == (last[0], last[2] - 1):
+            if self._filling is not None:
+                for item in got:
+                    self._keep(item)
+            return got  # type: ignore[return-value]  # the stream is in order: nothing was lost
+        self._give_up()  # a source that lost a sample is read again each pass, its losses counted again
+        return self._place(got, expected)
+
+    def _place(self, got: list[Item], expected: list[tuple[int, int, int]]) -> list[Item | None]:
+        """The slow path, after a loss: each sample to its slot; later windows' samples kept for them.
+
+        ``got`` holds as many samples as the window has places, so after a loss it runs into the next
+        window (or the reader has ended): no sample of this window can come after it."""
+        slot_of = {}
+        for shard, start, stop in expected:
+            for index in range(start, stop):
+                slot_of[(shard, index)] = len(slot_of)
+        slots: list[Item | None] = [None] * len(slot_of)
+        for k, item in enumerate(got):
+            slot = slot_of.get((item[0], item[1]))
+            if slot is None:  # past this window: everything from here on belongs to later windows
+                self._back = got[k:] + self._back
+                break
+            slots[slot] = item
+        return slots
