@@ -39,7 +39,7 @@ def url_credentials(url: str) -> tuple[str, dict[str, str]]:
     return parts._replace(auth=None).url, {"Authorization": f"Basic {token}"}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class HttpOptions:
     """How to talk to HTTP(S) servers. Headers (tokens) never appear in errors or logs."""
 

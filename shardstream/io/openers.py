@@ -30,7 +30,7 @@ _BUFFER = 1 << 20
 _LOCAL = ("file", "pipe")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class OpenOptions:
     """How shards are reached: HTTP settings and an optional local cache for remote objects."""
 

@@ -6,10 +6,11 @@ Decoding options are ``decode.DecodeOptions``. Nodes built from these trust them
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
 from shardstream.checks import one_of
-from shardstream.io.openers import OpenOptions
+from shardstream.io.openers import OpenOptions, scheme_of
 
 from ..chain.shuffle import check_buffer
 from ..placement.segments import REMAINDERS
@@ -17,7 +18,15 @@ from ..placement.segments import REMAINDERS
 ON_ERROR = ("raise", "skip", "warn")
 
 
-@dataclass(frozen=True)
+def default_prefetch(first_urls: Iterable[str], readers: int) -> int:
+    """Shards read ahead per reader when not given: read-ahead pays off where latency is (remote shards,
+    not the page cache or a pipe); one reader keeps two shards ahead, each of several (a mixture's
+    sources, up to ``max_open`` of them open) one, so memory does not grow with the sources."""
+    remote = any(scheme_of(url) not in ("file", "pipe") for url in first_urls)
+    return 0 if not remote else 2 if readers == 1 else 1
+
+
+@dataclass(frozen=True, kw_only=True)
 class Placement:
     """Who reads what: shard order, seed, the epoch's leftover samples, and this process's rank."""
 
@@ -58,7 +67,7 @@ def _distributed_place() -> tuple[int, int] | None:
     return None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Reading:
     """How samples are reached and held: where shards open, which members are kept, the shuffle buffer."""
 
@@ -79,7 +88,7 @@ class Reading:
             raise ValueError(f"prefetch_bytes must be >= 1, not {self.prefetch_bytes}")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Errors:
     """What a damaged sample does: raise, or skip it (with a warning or not), keeping the rank's length."""
 

@@ -11,16 +11,13 @@ each a node with ``reset(state)``/``get_state()``, so the dataset's state is the
 from __future__ import annotations
 
 import copy
-import operator
 import os
 import warnings
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from torch.utils.data import get_worker_info
-
 from shardstream.io.httpoptions import HttpOptions
-from shardstream.io.openers import OpenOptions, scheme_of
+from shardstream.io.openers import OpenOptions
 
 from ..chain.deferred import DeferredReads, Fetch
 from ..chain.mapper import Mapper
@@ -41,12 +38,9 @@ from ..placement.segments import (
     shard_order,
 )
 from ..placement.shards import ShardList
-from .base import StreamBase
-from .options import Errors, Placement, Reading
+from .base import Place, StreamBase, check_place
+from .options import Errors, Placement, Reading, default_prefetch
 from .shared import SharedState
-
-Place = tuple[int, int, int, int]  # rank, world, worker, workers
-_sample_of = operator.itemgetter(2)  # (shard, index, sample) -> sample
 
 
 class ShardDataset(StreamBase):
@@ -117,12 +111,20 @@ class ShardDataset(StreamBase):
                                    rank=rank, world_size=world_size)  # fmt: skip
         opening = OpenOptions.of(http, cache_dir, cache_size)
         self.shards = ShardList.from_source(source, opening)
-        if prefetch is None:  # read-ahead pays off where latency is: remote shards, not the page cache
-            prefetch = 2 if scheme_of(self.shards.urls[0]) not in ("file", "pipe") else 0
+        if prefetch is None:
+            prefetch = default_prefetch([self.shards.urls[0]], readers=1)
         if zero_copy and decode is not False:
             raise ValueError("zero_copy=True hands out raw read-only buffers: pass decode=False with it")
-        self.reading = Reading(opening, tuple(fields) if fields else None, buffer_size, initial, prefetch,
-                               prefetch_bytes, zero_copy, defer_reads)  # fmt: skip
+        self.reading = Reading(
+            open=opening,
+            fields=tuple(fields) if fields else None,
+            buffer_size=buffer_size,
+            initial=initial,
+            prefetch=prefetch,
+            prefetch_bytes=prefetch_bytes,
+            zero_copy=zero_copy,
+            defer_reads=defer_reads,
+        )
         self.decoder = make_decoder(decode, image=image, image_size=image_size, audio_rate=audio_rate,
                                 audio_mono=audio_mono, video_frames=video_frames, decoders=decoders,
                                 fields=self.reading.fields)  # fmt: skip
@@ -189,19 +191,14 @@ class ShardDataset(StreamBase):
         return {"dataset": self._digest, "seed": p.seed, "shuffle": p.shuffle, "remainder": p.remainder}
 
     # -- iteration -------------------------------------------------------------------------------------
-    def __iter__(self) -> Iterator[Any]:
-        info = get_worker_info()
-        worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
-        place = (*self.placement.resolve(), worker, workers)
-        epoch, node_state, self._plan = self._resume_point(place)
-        chain = self._assemble(place, epoch)
-        chain.reset(node_state)
-        self._chain = (chain, epoch, place)
-        return map(_sample_of, chain)  # the per-sample loop runs in C
+    def _start(self, pending: dict[str, Any] | None, place: Place) -> tuple[int, Any]:
+        epoch, node_state, self._plan = self._resume_point(pending, place)
+        return epoch, node_state
 
-    def _resume_point(self, place: Place) -> tuple[int, dict[str, Any] | None, Plan | None]:
+    def _resume_point(
+        self, pending: dict[str, Any] | None, place: Place
+    ) -> tuple[int, dict[str, Any] | None, Plan | None]:
         """The epoch to read, the chain's state to start from and the plan dealt by an elastic restore."""
-        pending, self._pending = self._pending, None
         if not pending:
             return self.epoch, None, None
         if "left" in pending:  # an elastic restore: this place's deal of what the epoch has left
@@ -213,13 +210,7 @@ class ShardDataset(StreamBase):
         plan = Plan.from_state(pending["plan"]) if pending.get("plan") is not None else None
         if pending.get("node") is None:
             return int(pending["epoch"]), None, plan
-        saved = tuple(pending["place"])
-        if saved != place:
-            raise ValueError(
-                f"state was saved at (rank, world, worker, workers)={saved} but this run is at {place}; "
-                "the stream depends on world size and worker count, so resume with the same ones, or load "
-                "the list of every rank's states to continue on another (an elastic restore)"
-            )
+        check_place(pending["place"], place)
         return int(pending["epoch"]), pending["node"], plan
 
     def _assemble(self, place: Place, epoch: int) -> Node:

@@ -39,7 +39,7 @@ __all__ = ["DECODERS", "DecodeOptions", "Decoder", "SampleDecoder", "register_de
 IMAGE_MODES = ("pil", "numpy", "torch", "raw")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class DecodeOptions:
     """What decoding makes of members; checked once, when made."""
 

@@ -12,15 +12,12 @@ from __future__ import annotations
 
 import bisect
 import copy
-import operator
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from torch.utils.data import get_worker_info
-
 from shardstream.io.httpoptions import HttpOptions
-from shardstream.io.openers import OpenOptions, scheme_of
+from shardstream.io.openers import OpenOptions
 
 from ..chain.mapper import Mapper
 from ..chain.node import Node, saved_state_of
@@ -28,7 +25,7 @@ from ..chain.opener import ShardOpener
 from ..chain.recovery import Recovery
 from ..chain.standins import StandIns
 from ..datasets.base import StreamBase
-from ..datasets.options import Errors, Placement, Reading
+from ..datasets.options import Errors, Placement, Reading, default_prefetch
 from ..datasets.shared import SharedState
 from .config import load_mixture
 from .elastic import PlanStream
@@ -40,8 +37,6 @@ from .resume import FINISHED, Place, Restored, restore_point, resume_point
 from .shape import MixtureShape
 from .source import MixSource, SourceDecoders, all_shards, counted_shards, source_decoder, source_fields
 from .windows import Holding, SourceWindows
-
-_sample_of = operator.itemgetter(2)  # (shard, index, sample) -> sample
 
 
 class Mixture(StreamBase):
@@ -103,11 +98,12 @@ class Mixture(StreamBase):
         self.names = [share.name for share in self.shares]
         self.shards, self.bases = all_shards(self.shard_lists)
         self.decoders = [source_decoder(s) for s in self.sources]
-        if prefetch is None:  # one shard ahead per open reader, where latency is: remote shards
-            remote = any(scheme_of(shards.urls[0]) not in ("file", "pipe") for shards in self.shard_lists)
-            prefetch = 1 if remote else 0
+        if prefetch is None:
+            prefetch = default_prefetch([s.urls[0] for s in self.shard_lists], readers=len(self.sources))
         # Fields are per source (each opener's own); the buffer and read-ahead are checked as ShardDataset's.
-        self.reading = Reading(opening, None, buffer_size, None, prefetch, prefetch_bytes)
+        self.reading = Reading(
+            open=opening, buffer_size=buffer_size, prefetch=prefetch, prefetch_bytes=prefetch_bytes
+        )
         self.shape = MixtureShape(self.shares, self.shard_lists, self.bases, placement=self.placement,
                                   epoch_size=epoch_size, buffer_size=self.reading.buffer_size)  # fmt: skip
         self.plan(self.placement.resolve()[1], 1)  # every error in the sources shows now, in the parent
@@ -219,19 +215,11 @@ class Mixture(StreamBase):
         self._pending, self._origins, self._ended_epoch = loaded.pending, loaded.origins, loaded.ended_epoch
 
     # -- iteration -------------------------------------------------------------------------------------
-    def __iter__(self):  # type: ignore[no-untyped-def]
-        info = get_worker_info()
-        worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
-        place = (*self.placement.resolve(), worker, workers)
-        pending, self._pending = self._pending, None
+    def _start(self, pending: dict[str, Any] | None, place: Place) -> tuple[int, Any] | None:
         epoch, node_state, self._restored = resume_point(self.shape, pending, place, self.epoch)
         if node_state == FINISHED:  # a changed mixture loaded after its epoch's end: nothing left of it
-            self._chain = None
-            return iter(())
-        chain = self._assemble(place, epoch)
-        chain.reset(node_state)
-        self._chain = (chain, epoch, place)
-        return map(_sample_of, chain)  # the per-sample loop runs in C
+            return None
+        return epoch, node_state
 
     def _assemble(self, place: Place, epoch: int) -> Node:
         rank, world, worker, workers = place

@@ -26,12 +26,12 @@ from typing import Any
 
 from torch.utils.data import get_worker_info
 
+from ..datasets.base import Place, check_place
 from ..elastic.deal import Plan
 from .elastic import deal_sources
 from .shape import MixtureShape
 
 FINISHED = "finished"
-Place = tuple[int, int, int, int]  # rank, world, worker, workers
 Origins = dict[str, tuple[int, int]]  # source name -> (epoch, where its pass stream starts then)
 # An elastic restore's deal for one worker: per-source budgets, per-source spans, the sources' saved places.
 Restored = tuple[list[int], list[Plan], dict[str, list[int]]]
@@ -150,13 +150,7 @@ def resume_point(
         restored = (budgets, plans, dict(pending["sources"]))
     if node is None or node == FINISHED:
         return epoch, node, restored
-    saved = tuple(pending["place"])
-    if saved != place:
-        raise ValueError(
-            f"state was saved at (rank, world, worker, workers)={saved} but this run is at {place}; "
-            "the stream depends on world size and worker count, so resume with the same ones, or load "
-            "the list of every rank's states to continue on another (an elastic restore)"
-        )
+    check_place(pending["place"], place)
     return epoch, node, restored
 
 
