@@ -6,9 +6,10 @@ import os
 from collections.abc import Sequence
 
 from shardstream.errors import RejectedInput, redact_url
+from shardstream.io.urls import is_remote
 
 from .sample import Reject, Sample, SamplePlan
-from .sources.remote import describe, fetch_all, is_url
+from .sources.remote import describe, fetch_all
 
 
 def read_file(path: str) -> bytes:
@@ -81,7 +82,7 @@ def load_batch(plans: Sequence[SamplePlan | Reject], media: object | None = None
         for p in plans
         if not isinstance(p, Reject)
         for m in p.members
-        if m.path is not None and is_url(m.path)
+        if m.path is not None and is_remote(m.path)
     ]
     fetched = fetch_all(urls) if urls else {}
     return [p if isinstance(p, Reject) else load_sample(p, media, fetched) for p in plans]

@@ -207,7 +207,8 @@ def _load_local_index(index: Path) -> DatasetIndex:
 
 
 def _load_index(url: str) -> DatasetIndex:
-    from shardstream.io.openers import join_url, read_small
+    from shardstream.io.openers import read_small
+    from shardstream.io.urls import join_url
 
     try:
         data = read_small(url)

@@ -182,11 +182,11 @@ def pack_command(
 
 
 def _run_pack(values: dict[str, Any], options: Any, bar: Any) -> Any:
-    from packer.sources.remote import is_url
+    from shardstream.io.urls import is_remote
 
     engine = _enum_value(values.get("engine")) or "local"
     rows = values.get("partition_rows")
-    if engine == "local" and rows is None and not is_url(str(values["outdir"])):
+    if engine == "local" and rows is None and not is_remote(str(values["outdir"])):
         from packer import pack
 
         return pack(values["source"], values["outdir"], options, hook=bar)

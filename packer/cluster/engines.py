@@ -9,12 +9,12 @@ import time
 from shardstream.errors import PackError, redact_url
 from shardstream.format import INDEX_NAME, OFFSETS_SUFFIX, REJECTS_NAME, SHARD_SUFFIX, DatasetIndex
 from shardstream.format.constants import COLUMNS_NAME
+from shardstream.io.urls import is_remote
 from shardstream.parallel import process_pool
 
 from ..options import PackOptions
 from ..outdir import clear_outputs, existing_outputs
 from ..pack import ProgressHook
-from ..sources.remote import is_url
 from ..summary import PackSummary
 from .commit import commit, committed
 from .part import PartResult, part_done, run_part
@@ -110,7 +110,7 @@ def pack_in_parts(
         )
     started = time.monotonic()
     store = open_store(outdir)
-    if is_url(os.fspath(source)):
+    if is_remote(os.fspath(source)):
         raise PackError(
             f"{redact_url(os.fspath(source))}: SOURCE must be a local folder or manifest (its records may "
             "name media by URL, and --media-root may be one); copy the manifest here first"

@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import Any
 
 from shardstream.errors import PackError
+from shardstream.io.urls import is_remote, local_path
 
 from ..media import MediaOptions
 from ..options import PackOptions
 from ..sources import Slice, cut_source
-from ..sources.remote import is_url
 from .store import Store, open_store
 
 PARTS_DIR_NAME = ".shardstream-parts"
@@ -114,6 +114,6 @@ def make_plan(
     path = os.path.abspath(os.fspath(source))
     slices = cut_source(path, partition_rows, options.manifest_format) if cut else []
     root = options.media_root
-    root = root if root is None or is_url(root) else os.path.abspath(root)
+    root = root if root is None or is_remote(root) else os.path.abspath(local_path(root))
     clean = replace(options, workers=1, resume=False, overwrite=False, media_root=root)
     return Plan(path, clean, partition_rows, tuple(slices))

@@ -11,8 +11,7 @@ from pathlib import Path
 
 from shardstream.errors import PackError, redact_url
 from shardstream.format.atomic import fsync_dir, write_atomic
-
-from ..sources.remote import is_url
+from shardstream.io.urls import is_remote, local_path
 
 SCRATCH_ENV = "SHARDSTREAM_SCRATCH"
 
@@ -195,4 +194,4 @@ def open_store(outdir: str | os.PathLike[str] | Store) -> Store:
     if isinstance(outdir, (LocalStore, FsspecStore)):
         return outdir
     text = os.fspath(outdir)
-    return FsspecStore(text) if is_url(text) else LocalStore(Path(text))
+    return FsspecStore(text) if is_remote(text) else LocalStore(Path(local_path(text)))

@@ -6,20 +6,20 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from shardstream.errors import PackError, redact_url
-
-
-def is_url(text: str) -> bool:
-    scheme, sep, _ = text.partition("://")
-    return bool(sep) and len(scheme) > 1 and scheme.replace("+", "").isalnum()
+from shardstream.io.urls import is_remote, local_path
 
 
 def join_media(root: str, item: str) -> str:
-    """``item`` as given when it is a URL, else under ``root`` (a URL or a local folder)."""
+    """``item`` as given when it is a remote URL, else under ``root`` (a URL or a local folder); a
+    ``file://`` URL is its local path (``shardstream.io.urls``, the rule every package follows)."""
     import os
 
-    if is_url(item) or (not is_url(root) and os.path.isabs(item)):
+    if is_remote(item):
         return item
-    return f"{root.rstrip('/')}/{item}" if is_url(root) else os.path.join(root, item)
+    if is_remote(root):
+        return f"{root.rstrip('/')}/{item}"
+    item = local_path(item)
+    return item if os.path.isabs(item) else os.path.join(local_path(root), item)
 
 
 def fetch_all(urls: Iterable[str]) -> dict[str, bytes | Exception]:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ShardstreamError, short_reason
+from ..io.urls import is_remote, local_path
 from .index import DatasetIndex, ShardEntry
 from .offsets import decode_offsets, offsets_name
 from .scan import scan_file
@@ -35,18 +36,14 @@ class Verification:
     decoded: dict[str, int] = field(default_factory=dict)
 
 
-def is_url(name: str) -> bool:
-    return "://" in name
-
-
 def shard_files(index_path: Path, index: DatasetIndex, entry: ShardEntry) -> tuple[Path, Path]:
     """A local shard's path and its offsets sidecar's: names may be relative to the index or absolute; the
     sidecar is beside the shard unless the index keeps sidecars in a folder of its own."""
-    root = index_path.parent
-    shard = root / entry.name  # an absolute name stays itself
+    root, name = index_path.parent, local_path(entry.name)
+    shard = root / name  # an absolute name (or a file:// URL's path) stays itself
     if index.sidecars is not None:
         return shard, root / index.sidecars / offsets_sidecar(entry.name)
-    return shard, root / offsets_name(entry.name)
+    return shard, root / offsets_name(name)
 
 
 def sha256_of(path: Path) -> str:
@@ -61,14 +58,16 @@ def check_dataset(index_path: Path) -> Verification:
     """Size, sha256 (when recorded), sample count and offsets of every local shard the index names."""
     index = DatasetIndex.load(index_path)
     found = Verification()
-    remote = [entry.name for entry in index.shards if is_url(entry.name)]
+    remote = [entry.name for entry in index.shards if is_remote(entry.name)]
     if remote:
-        found.problems.append(f"{len(remote)} shard(s) are URLs ({remote[0]}, ...): verify reads local "
-                              "shards only, so these were not checked")  # fmt: skip
+        found.problems.append(
+            f"{len(remote)} shard(s) are URLs ({remote[0]}, ...): verify reads local shards only, so these "
+            "were not checked"
+        )
     if not index.checksums:
         found.notes.append("sha256 not recorded (an index made without --checksum): contents not hashed")
     for entry in index.shards:
-        if not is_url(entry.name):
+        if not is_remote(entry.name):
             _check_shard(index_path, index, entry, found)
     return found
 

@@ -24,10 +24,11 @@ from ..format.atomic import write_atomic
 from ..format.constants import INDEX_NAME, INDEX_WORK_NAME, KEYS_NAME, REJECTS_NAME, SIDECARS_DIR
 from ..format.index import DatasetIndex, ShardEntry
 from ..format.keyfile import KeyFileWriter
+from ..io.urls import is_remote
 from ..parallel import ordered_map
 from .journal import IndexJournal, check_options, journal_path, load_records
 from .keymerge import merge_runs
-from .sources import ShardSource, is_remote, resolve_source
+from .sources import ShardSource, resolve_source
 from .worker import RemoteOpener, ScanSettings, run_path, scan_batch
 
 Progress = Callable[[dict[str, Any]], None]

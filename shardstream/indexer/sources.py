@@ -15,13 +15,9 @@ from pathlib import Path
 from ..errors import FormatError
 from ..format.constants import SHARD_SUFFIX
 from ..format.patterns import BracePattern
+from ..io.urls import is_remote, local_path, scheme_of
 
 _COMPRESSED = (".tar.gz", ".tgz")
-
-
-def is_remote(url: str) -> bool:
-    scheme = url.split("://", 1)[0] if "://" in url else ""
-    return len(scheme) > 1 and scheme != "file"
 
 
 @dataclass
@@ -39,8 +35,7 @@ def resolve_source(text: str) -> ShardSource:
     """SOURCE as the index command takes it; a FormatError/ValueError that names the fix if unusable."""
     if is_remote(text):
         return _remote(text)
-    if text.startswith("file://"):
-        text = text[len("file://") :]
+    text = local_path(text)
     if "{" in text:
         urls = [os.path.abspath(u) for u in BracePattern(text)]
         home = Path(os.path.abspath(os.path.dirname(text.split("{", 1)[0] + "x") or "."))
@@ -94,8 +89,7 @@ def _remote(text: str) -> ShardSource:
         return _split_compressed(ShardSource(text, list(BracePattern(text)), None))
     if text.endswith((SHARD_SUFFIX, *_COMPRESSED)):
         return _split_compressed(ShardSource(text, [text], None))
-    scheme = text.split("://", 1)[0]
-    if scheme in ("http", "https"):
+    if scheme_of(text) in ("http", "https"):
         raise ValueError(
             f"source: {text!r}: an HTTP folder cannot be listed; give a brace pattern "
             "(https://host/train-{000000..000127}.tar) or a list file of URLs"

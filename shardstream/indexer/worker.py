@@ -17,7 +17,7 @@ from ..format.keyfile import key_line
 from ..format.offsets import encode_offsets, offsets_name
 from ..format.scan import ShardScan, scan_file, scan_shard
 from ..format.sidecars import offsets_sidecar
-from .sources import is_remote
+from ..io.urls import is_remote
 
 RemoteOpener = Callable[[str], BinaryIO]
 

@@ -16,13 +16,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, BinaryIO
-from urllib.parse import urlparse
 
 from shardstream.errors import ShardNotFoundError, ShardReadError
 from shardstream.sizes import parse_size
 
 from .fsspecio import cat, open_at
 from .http import HttpOptions, HttpStream, read_http, redact
+from .urls import local_path, scheme_of
 
 Opener = Callable[[str, int, "OpenOptions"], BinaryIO]
 OPENERS: dict[str, Opener] = {}
@@ -64,14 +64,6 @@ def register_opener(scheme: str, opener: Opener) -> None:
     OPENERS[scheme] = opener
 
 
-def scheme_of(url: str) -> str:
-    if url.startswith("pipe:"):
-        return "pipe"
-    parsed = urlparse(url)
-    # One-letter schemes are Windows drive letters, not URLs.
-    return parsed.scheme if len(parsed.scheme) > 1 else "file"
-
-
 def is_compressed(url: str) -> bool:
     return url.endswith((".gz", ".tgz"))
 
@@ -79,10 +71,6 @@ def is_compressed(url: str) -> bool:
 def seekable(url: str) -> bool:
     """Whether a stream can start at any byte (so the offsets sidecar is worth reading)."""
     return scheme_of(url) != "pipe" and not is_compressed(url)
-
-
-def local_path(url: str) -> str:
-    return urlparse(url).path if url.startswith("file://") else url
 
 
 def _open_file(url: str, offset: int, options: OpenOptions) -> BinaryIO:
@@ -232,11 +220,3 @@ def _read_exactly(stream: BinaryIO, count: int) -> bytes:
         count -= len(chunk)
     return b"".join(parts)
 
-
-def join_url(base: str, name: str) -> str:
-    """``name`` relative to the folder of ``base`` (a path or URL); a URL or absolute path stays itself."""
-    if "://" in name or name.startswith("/"):
-        return name
-    if "://" in base:
-        return base.rsplit("/", 1)[0] + "/" + name
-    return os.path.join(os.path.dirname(base), name)

@@ -21,7 +21,7 @@ from shardstream.buffers import CHUNKS
 from shardstream.errors import ShardReadError, StreamError
 from shardstream.format import iter_samples
 from shardstream.format.window import MappedWindow, ShardMapping, SpanWindow
-from shardstream.io.openers import local_path, scheme_of
+from shardstream.io.urls import local_path, scheme_of
 
 from .node import Item, Node
 from .opener import ShardOpener

@@ -10,7 +10,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
 from shardstream.checks import one_of
-from shardstream.io.openers import OpenOptions, scheme_of
+from shardstream.io.openers import OpenOptions
+from shardstream.io.urls import scheme_of
 
 from ..chain.shuffle import check_buffer
 from ..placement.segments import REMAINDERS

@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from shardstream.io.openers import scheme_of
+from shardstream.io.urls import scheme_of
 
 OPTIONS = ("epoch_size", "shuffle", "seed", "buffer_size", "remainder", "on_error", "keep_length",
            "cache_dir", "cache_size", "prefetch", "prefetch_bytes", "max_open", "stratify")  # fmt: skip

@@ -14,7 +14,8 @@ from typing import Any
 import numpy as np
 
 from shardstream.errors import FormatError
-from shardstream.io.openers import OpenOptions, scheme_of
+from shardstream.io.openers import OpenOptions
+from shardstream.io.urls import scheme_of
 
 from ..placement.shards import Concat, ShardList
 from .plan import KINDS, Share

@@ -14,7 +14,8 @@ import numpy as np
 from shardstream.errors import FormatError, redact_url
 from shardstream.format import INDEX_NAME, BracePattern, DatasetIndex, ShardColumns, offsets_name
 from shardstream.format.sidecars import offsets_sidecar
-from shardstream.io.openers import OpenOptions, join_url, read_small
+from shardstream.io.openers import OpenOptions, read_small
+from shardstream.io.urls import join_url
 
 
 class Concat(Sequence[str]):
