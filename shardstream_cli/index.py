@@ -15,15 +15,19 @@ from .common import JsonFlag, echo_json, fail
 
 Source = Annotated[
     str,
-    typer.Argument(help="Shards: a folder (walked for .tar), a brace pattern (data/train-{000..127}.tar, "
-                   "https://host/train-{0..99}.tar), a list file (one path or URL per line), or an fsspec "
-                   "folder (s3://bucket/prefix/)."),
-]  # fmt: skip
+    typer.Argument(
+        help="Shards: a folder (walked for .tar), a brace pattern (data/train-{000..127}.tar, "
+        "https://host/train-{0..99}.tar), a list file (one path or URL per line), or an fsspec "
+        "folder (s3://bucket/prefix/)."
+    ),
+]
 Out = Annotated[
     Path | None,
-    typer.Option(help="Write the index, sidecars and key file here (needed for remote or read-only shards); "
-                 "default: beside the shards. Tars are never rewritten."),
-]  # fmt: skip
+    typer.Option(
+        help="Write the index, sidecars and key file here (needed for remote or read-only shards); "
+        "default: beside the shards. Tars are never rewritten."
+    ),
+]
 Workers = Annotated[int, typer.Option(help="Processes scanning shards in parallel.")]
 Checksum = Annotated[bool, typer.Option(help="Also record each shard's sha256 (reads every byte).")]
 Partial = Annotated[
@@ -32,9 +36,11 @@ Partial = Annotated[
 ]
 Part = Annotated[
     str | None,
-    typer.Option(help="Scan only part i of N (e.g. 2/8), to split the work across machines sharing --out; "
-                 "a later run without --part merges the parts and writes the index."),
-]  # fmt: skip
+    typer.Option(
+        help="Scan only part i of N (e.g. 2/8), to split the work across machines sharing --out; "
+        "a later run without --part merges the parts and writes the index."
+    ),
+]
 Restart = Annotated[bool, typer.Option(help="Forget an interrupted run's journal and scan everything again.")]
 Quiet = Annotated[bool, typer.Option(help="No progress bar.")]
 
@@ -62,9 +68,16 @@ def index_command(
     from shardstream.indexer import IndexOptions, index_source
 
     bar = _Bar(quiet or as_json)
-    options = IndexOptions(out=out, workers=workers, checksum=checksum, partial=partial_,
-                           part=_parse_part(part), restart=restart,
-                           progress=bar.update, planned=bar.plan)  # fmt: skip
+    options = IndexOptions(
+        out=out,
+        workers=workers,
+        checksum=checksum,
+        partial=partial_,
+        part=_parse_part(part),
+        restart=restart,
+        progress=bar.update,
+        planned=bar.plan,
+    )
     try:
         summary = index_source(source, options)
     except (ValueError, OSError, ShardstreamError) as exc:
@@ -90,22 +103,28 @@ def _parse_part(text: str | None) -> tuple[int, int] | None:
 
 def _print(summary: Any) -> None:
     if summary.part is not None:
-        typer.echo(f"part {summary.part}: scanned {summary.scanned} shards ({summary.samples} samples); "
-                   f"{summary.remaining} shards of all parts still to scan")  # fmt: skip
+        typer.echo(
+            f"part {summary.part}: scanned {summary.scanned} shards ({summary.samples} samples); "
+            f"{summary.remaining} shards of all parts still to scan"
+        )
     else:
         size = format_size(summary.bytes)
         journaled = summary.shards + len(summary.problems) - summary.scanned
         note = f" ({summary.scanned} scanned now, {journaled} from the journal)" if journaled > 0 else ""
-        typer.echo(f"indexed {summary.samples} samples in {summary.shards} shards ({size}) in "
-                   f"{summary.seconds}s{note}")  # fmt: skip
+        typer.echo(
+            f"indexed {summary.samples} samples in {summary.shards} shards ({size}) in "
+            f"{summary.seconds}s{note}"
+        )
         typer.echo(f"pattern: {summary.pattern or '(none: the index lists the shard names)'}")
         typer.echo(f"index:   {summary.index}")
     for problem in summary.problems:
         where = f" at byte {problem['offset']}" if problem["offset"] is not None else ""
         typer.echo(f"{problem['kind']}: {problem['shard']}{where}: {problem['reason']}")
     if summary.duplicate_keys:
-        typer.echo(f"keys held by more than one sample: {summary.duplicate_keys} (lookup finds the first; "
-                   "in a GNU tar made without --sort=name, one sample's members can lie apart)")  # fmt: skip
+        typer.echo(
+            f"keys held by more than one sample: {summary.duplicate_keys} (lookup finds the first; "
+            "in a GNU tar made without --sort=name, one sample's members can lie apart)"
+        )
     if summary.unkeyed:
         typer.echo(f"keys with a NUL or newline, not in the key file: {summary.unkeyed}")
 

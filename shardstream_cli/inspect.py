@@ -26,16 +26,21 @@ from .look import Source, index_url, resolve_source, shard_list
 
 IndexSource = Annotated[
     str,
-    typer.Argument(help=f"An index file, the folder holding {INDEX_NAME}, or a URL of either (a folder URL "
-                   "ends in /: s3://bucket/shards/)."),
-]  # fmt: skip
+    typer.Argument(
+        help=f"An index file, the folder holding {INDEX_NAME}, or a URL of either (a folder URL "
+        "ends in /: s3://bucket/shards/)."
+    ),
+]
 VIDEO_FRAMES = 8  # frames decoded per clip by verify --decode, spread over it (all frames could fill memory)
 Decode = Annotated[
     bool,
-    typer.Option("--decode", help="Also decode every image, audio and video member with the streamer's "
-                 f"decoders (reads every byte; slow). A video: its packets scanned, {VIDEO_FRAMES} frames "
-                 "decoded."),
-]  # fmt: skip
+    typer.Option(
+        "--decode",
+        help="Also decode every image, audio and video member with the streamer's "
+        f"decoders (reads every byte; slow). A video: its packets scanned, {VIDEO_FRAMES} frames "
+        "decoded.",
+    ),
+]
 
 
 def info_command(index: IndexSource, as_json: JsonFlag = False) -> None:
@@ -136,8 +141,10 @@ def verify_command(index: IndexArgument, decode: Decode = False, as_json: JsonFl
         for problem in found.problems:
             typer.echo(problem)
         for failure in found.decode_failures:
-            typer.echo(f"{failure['shard']}: sample {failure['key']!r} member {failure['member']!r} does not "
-                       f"decode: {failure['reason']}")  # fmt: skip
+            typer.echo(
+                f"{failure['shard']}: sample {failure['key']!r} member {failure['member']!r} does not "
+                f"decode: {failure['reason']}"
+            )
         decoded = ", ".join(f"{n} {ext}" for ext, n in sorted(found.decoded.items())) or "no media members"
         failures = len(found.decode_failures)
         summary = "ok" if ok else f"{len(found.problems)} problem(s), {failures} decode failure(s)"
@@ -236,8 +243,11 @@ def _media_decoders() -> Callable[[str], Callable[[bytes], Any] | None]:
     """Member name -> decoder, for the extensions the streamer's registry maps to its media decoders."""
     from streamer.decode.registry import DECODERS, decode_audio, decode_image, decode_video
 
-    media = ((decode_image, partial(decode_image, mode="pil")), (decode_audio, decode_audio),
-             (decode_video, partial(decode_video, frames=VIDEO_FRAMES)))  # fmt: skip
+    media = (
+        (decode_image, partial(decode_image, mode="pil")),
+        (decode_audio, decode_audio),
+        (decode_video, partial(decode_video, frames=VIDEO_FRAMES)),
+    )
     table = {ext: bound for ext, fn in DECODERS.items() for base, bound in media if fn is base}
     return lambda name: table.get(name.lower().rsplit(".", 1)[-1])
 

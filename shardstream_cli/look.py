@@ -27,21 +27,28 @@ if TYPE_CHECKING:
 
 Source = Annotated[
     str,
-    typer.Argument(help="An index (path, folder, URL, or folder URL ending in /), a brace pattern "
-                   "(data/train-{000..009}.tar) or one tar's path."),
-]  # fmt: skip
+    typer.Argument(
+        help="An index (path, folder, URL, or folder URL ending in /), a brace pattern "
+        "(data/train-{000..009}.tar) or one tar's path."
+    ),
+]
 Limit = Annotated[int | None, typer.Option(min=1, help="Stop after this many samples (default: all).")]
 Key = Annotated[str | None, typer.Argument(help="The sample's key (its __key__), e.g. sample000017.")]
 Field = Annotated[
     str | None,
-    typer.Argument(help="A member (jpg, json, 0.png, ...): its bytes, exactly, go to stdout. Without it: the "
-                   "sample's metadata as JSON."),
-]  # fmt: skip
+    typer.Argument(
+        help="A member (jpg, json, 0.png, ...): its bytes, exactly, go to stdout. Without it: the "
+        "sample's metadata as JSON."
+    ),
+]
 Position = Annotated[
     int | None,
-    typer.Option(min=0, help="The sample's position in the dataset (0 = first), instead of a KEY; the "
-                 "argument after SOURCE is then the FIELD."),
-]  # fmt: skip
+    typer.Option(
+        min=0,
+        help="The sample's position in the dataset (0 = first), instead of a KEY; the "
+        "argument after SOURCE is then the FIELD.",
+    ),
+]
 
 Found = tuple[dict[str, Any], int, int, int]  # sample, shard, sample within the shard, dataset position
 
@@ -103,8 +110,16 @@ def cat_command(source: Source, key: Key = None, field: Field = None, position: 
         sample, shard, within, at = find_sample(source, key, position)
         if field is None:
             url = redact_url(sample["__url__"])
-            echo_json({"key": sample["__key__"], "url": url, "shard": shard, "sample_in_shard": within,
-                       "position": at, "members": member_sizes(sample)})  # fmt: skip
+            echo_json(
+                {
+                    "key": sample["__key__"],
+                    "url": url,
+                    "shard": shard,
+                    "sample_in_shard": within,
+                    "position": at,
+                    "members": member_sizes(sample),
+                }
+            )
             return
         if field not in sample or field.startswith("__"):
             names = ", ".join(member_sizes(sample)) or "none"
@@ -183,8 +198,10 @@ def find_sample(source: str, key: str | None, position: int | None) -> Found:
             return mapped.read(shard, within), shard, within, mapped.position(shard, within)
     elif key is not None:
         reason = "the index has no key file" if shards.counts is not None else "no index"
-        _note(f"{reason}: reading the shards in order to find {key!r} (shardstream index SOURCE makes a key "
-              "file for one-read lookups)")  # fmt: skip
+        _note(
+            f"{reason}: reading the shards in order to find {key!r} (shardstream index SOURCE makes a key "
+            "file for one-read lookups)"
+        )
     with closing(read_in_order(shards)) as samples:
         for found in samples:
             if found[0]["__key__"] == key or found[3] == position:

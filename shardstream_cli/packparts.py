@@ -136,8 +136,7 @@ def part_command(
         result = run_part(outdir, part, workers=workers)
     except ShardstreamError as exc:
         raise fail(str(exc)) from exc
-    doc = {"part": part, "shards": len(result.shards), "samples": result.samples,
-           "rejected": result.rejected}  # fmt: skip
+    doc = {"part": part, "shards": len(result.shards), "samples": result.samples, "rejected": result.rejected}
     if as_json:
         echo_json(doc)
     else:

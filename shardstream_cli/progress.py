@@ -17,8 +17,9 @@ class PackBar:
             # (DataLoader workers in the same script) can deadlock the child. miniters=1 does its job.
             monitor_interval = 0
 
-        self.bar = _Tqdm(unit=" samples", disable=quiet, file=sys.stderr, dynamic_ncols=True, smoothing=0.1,
-                         miniters=1)  # fmt: skip
+        self.bar = _Tqdm(
+            unit=" samples", disable=quiet, file=sys.stderr, dynamic_ncols=True, smoothing=0.1, miniters=1
+        )
         self.bytes = self.samples = self.shards = self.rejects = 0
         self.quiet = quiet
 

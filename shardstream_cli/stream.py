@@ -14,9 +14,11 @@ from .common import JsonFlag, echo_json, fail
 
 Source = Annotated[
     str,
-    typer.Argument(help="An index (path, folder or URL), a brace pattern, or a mixture's YAML file "
-                   "(configs/mixture-example.yaml)."),
-]  # fmt: skip
+    typer.Argument(
+        help="An index (path, folder or URL), a brace pattern, or a mixture's YAML file "
+        "(configs/mixture-example.yaml)."
+    ),
+]
 Workers = Annotated[int, typer.Option(help="DataLoader workers.")]
 Decode = Annotated[bool, typer.Option(help="Decode members (images to tensors), or keep bytes.")]
 Limit = Annotated[int | None, typer.Option(help="Stop after this many samples.")]
@@ -64,8 +66,15 @@ def stream_command(
             raise ValueError("--zero-copy reads one dataset, not a mixture")
         if not defer_reads and is_mixture(source):
             raise ValueError("--front-to-back reads one dataset; a mixture always reads its shards in order")
-        dataset = _dataset(source, decode=decode and not zero_copy, rank=rank, world_size=world_size,
-                           on_error=on_error, zero_copy=zero_copy, defer_reads=defer_reads)  # fmt: skip
+        dataset = _dataset(
+            source,
+            decode=decode and not zero_copy,
+            rank=rank,
+            world_size=world_size,
+            on_error=on_error,
+            zero_copy=zero_copy,
+            defer_reads=defer_reads,
+        )
         count, members, sources, seconds = _read(dataset, workers, limit, zero_copy=zero_copy)
     except (ShardstreamError, ValueError) as exc:
         raise fail(str(exc)) from exc
@@ -94,15 +103,29 @@ def is_mixture(source: str) -> bool:
 
 
 def _dataset(
-    source: str, *, decode: bool, rank: int, world_size: int, on_error: str, zero_copy: bool = False,
+    source: str,
+    *,
+    decode: bool,
+    rank: int,
+    world_size: int,
+    on_error: str,
+    zero_copy: bool = False,
     defer_reads: bool = True,
 ) -> Any:
     """A ShardDataset, or a Mixture when ``source`` is a mixture's YAML file."""
     if not is_mixture(source):
         from streamer import ShardDataset
 
-        return ShardDataset(source, decode=decode, image="torch", rank=rank, world_size=world_size,
-                            on_error=on_error, zero_copy=zero_copy, defer_reads=defer_reads)  # fmt: skip
+        return ShardDataset(
+            source,
+            decode=decode,
+            image="torch",
+            rank=rank,
+            world_size=world_size,
+            on_error=on_error,
+            zero_copy=zero_copy,
+            defer_reads=defer_reads,
+        )
     from streamer.mixture.config import load_mixture
     from streamer.mixture.mixture import Mixture
 

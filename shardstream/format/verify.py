@@ -127,8 +127,13 @@ def decode_check(
         found.problems.append(f"{count} {ext} member(s) not decoded: {reason}")
 
 
-def _decode_sample(sample: dict[str, Any], path: Path, decoder_for: DecoderFor, found: Verification,
-                   unavailable: dict[str, list[Any]]) -> None:  # fmt: skip
+def _decode_sample(
+    sample: dict[str, Any],
+    path: Path,
+    decoder_for: DecoderFor,
+    found: Verification,
+    unavailable: dict[str, list[Any]],
+) -> None:
     for name, data in sample.items():
         decode = None if name.startswith("__") else decoder_for(name)
         if decode is None:

@@ -108,8 +108,13 @@ def _split_compressed(source: ShardSource) -> ShardSource:
     kept = []
     for url in source.urls:
         if url.endswith(_COMPRESSED):
-            source.skipped.append((url, "compressed: a gzip stream cannot be entered at a sample; "
-                                        "decompress it (gunzip) to index it"))  # fmt: skip
+            source.skipped.append(
+                (
+                    url,
+                    "compressed: a gzip stream cannot be entered at a sample; "
+                    "decompress it (gunzip) to index it",
+                )
+            )
         else:
             kept.append(url)
     source.urls = kept

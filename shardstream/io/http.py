@@ -13,11 +13,12 @@ import random
 import time
 from typing import Any
 
-from urllib3.exceptions import HTTPError, MaxRetryError, SSLError
+from urllib3.exceptions import HTTPError
 
 from shardstream.errors import ShardNotFoundError, ShardReadError
 
 from .httpoptions import HEADERS_ENV, HttpOptions, redact, url_credentials
+from .responses import certificate_problem, changed, discard, if_range, reason, retry_after, total_length
 
 __all__ = ["HEADERS_ENV", "HttpOptions", "HttpStream", "read_http", "redact"]
 
@@ -74,40 +75,45 @@ class HttpStream(io.RawIOBase):
                     headers["If-Range"] = validator
             try:
                 response = pool.request(
-                    "GET", self._target, headers=headers, preload_content=False, decode_content=False,
+                    "GET",
+                    self._target,
+                    headers=headers,
+                    preload_content=False,
+                    decode_content=False,
                     retries=self.options.redirects_only(),
-                )  # fmt: skip
+                )
             except HTTPError as exc:
-                if _certificate_problem(exc):
+                if certificate_problem(exc):
                     raise ShardReadError(
                         "TLS certificate not trusted; pass HttpOptions(ca_bundle=...) for a private CA",
                         url=self.shown,
                     ) from exc
-                self._fail(f"cannot connect: {_reason(exc)}", cause=exc)
+                self._fail(f"cannot connect: {reason(exc)}", cause=exc)
                 continue
             status = response.status
             if status in (200, 206):
                 self._accept(response)
                 return
-            _discard(response)
+            discard(response)
             if status in (404, 410):
                 raise ShardNotFoundError(f"HTTP {status} {_FATAL[status]}", url=self.shown)
             if status in _FATAL:
                 raise ShardReadError(f"HTTP {status} {_FATAL[status]}", url=self.shown)
             if status == 416:
-                raise ShardReadError("HTTP 416: offset is past the end of the object", url=self.shown,
-                                     offset=self.position)  # fmt: skip
+                raise ShardReadError(
+                    "HTTP 416: offset is past the end of the object", url=self.shown, offset=self.position
+                )
             if status == 429 or status >= 500:
-                self._fail(f"HTTP {status}", retry_after=_retry_after(response))
+                self._fail(f"HTTP {status}", retry_after=retry_after(response))
                 continue
             raise ShardReadError(f"unexpected HTTP {status}", url=self.shown)
 
     def _accept(self, response: Any) -> None:
         headers = response.headers
-        total = _total_length(response, self.position)
+        total = total_length(response, self.position)
         seen = (headers.get("etag"), headers.get("last-modified"), total)
         if self._validators is not None and (
-            (response.status == 200 and self.position) or _changed(self._validators, seen)
+            (response.status == 200 and self.position) or changed(self._validators, seen)
         ):
             response.close()
             raise ShardReadError(
@@ -146,14 +152,15 @@ class HttpStream(io.RawIOBase):
                     # urllib3 counts only its own reads: after readinto took bytes past it, it calls the
                     # end of the body short.
                     return b""
-                self._reconnect(f"connection broke: {_reason(exc)}", exc)
+                self._reconnect(f"connection broke: {reason(exc)}", exc)
                 continue
             if self._skip:
                 if not data:  # the body ended before the offset (a server that ignored Range, no length)
                     raise ShardReadError(
                         f"offset is past the end of the object (it ended {self._skip} bytes before it)",
-                        url=self.shown, offset=self.position,
-                    )  # fmt: skip
+                        url=self.shown,
+                        offset=self.position,
+                    )
                 skipped = min(self._skip, len(data))
                 data, self._skip = data[skipped:], self._skip - skipped
                 if not data:  # all before the offset (or exactly up to it): read on
@@ -228,75 +235,6 @@ class HttpStream(io.RawIOBase):
     def close(self) -> None:
         self._release()
         super().close()
-
-
-def _discard(response: Any) -> None:
-    """Read an error answer's body before the connection goes back to the pool.
-
-    Released unread, its leftover bytes would be parsed as the next response's status line.
-    """
-    try:
-        response.drain_conn()
-        response.release_conn()
-    except HTTPError:
-        response.close()
-
-
-def _reason(exc: BaseException) -> str:
-    inner = exc.reason if isinstance(exc, MaxRetryError) and exc.reason is not None else exc
-    return type(inner).__name__
-
-
-def _certificate_problem(exc: BaseException) -> bool:
-    """A certificate that fails verification will fail the same way on every retry."""
-    import ssl
-
-    seen: BaseException | None = exc
-    while seen is not None:
-        if isinstance(seen, ssl.SSLCertVerificationError) or "CERTIFICATE_VERIFY_FAILED" in str(seen):
-            return True
-        if isinstance(seen, MaxRetryError) and isinstance(seen.reason, SSLError):
-            seen = seen.reason
-            continue
-        seen = seen.__cause__ or seen.__context__
-    return False
-
-
-def _retry_after(response: Any) -> float | None:
-    value = response.headers.get("retry-after")
-    try:
-        return float(value) if value is not None else None
-    except ValueError:
-        return None
-
-
-def _total_length(response: Any, offset: int) -> int | None:
-    content_range = response.headers.get("content-range")
-    if content_range and "/" in content_range:
-        total = content_range.rsplit("/", 1)[1]
-        return int(total) if total.isdigit() else None
-    length = response.headers.get("content-length")
-    if length is None or not length.isdigit():
-        return None
-    return int(length) + (offset if response.status == 206 else 0)
-
-
-def if_range(validators: tuple[str | None, str | None, int | None] | None) -> str | None:
-    """The If-Range value for a resume: a strong ETag, else Last-Modified, else none.
-
-    A weak ETag (``W/"..."``) never matches in If-Range (RFC 9110 13.1.5), so sending one would make every
-    resume a full 200 answer, refused as "object changed"; Last-Modified still lets the server resume.
-    """
-    if validators is None:
-        return None
-    etag, modified, _ = validators
-    if etag and not etag.startswith("W/"):
-        return etag
-    return modified or None
-
-
-def _changed(before: tuple[Any, ...], now: tuple[Any, ...]) -> bool:
-    return any(a is not None and b is not None and a != b for a, b in zip(before, now, strict=True))
 
 
 def read_http(url: str, options: HttpOptions | None = None) -> bytes | None:

@@ -91,5 +91,13 @@ class HttpOptions:
 
     def redirects_only(self) -> urllib3.Retry:
         """urllib3 follows redirects; every other retry is ours, with our backoff and our limits."""
-        return urllib3.Retry(total=None, connect=0, read=0, status=0, other=0, redirect=self.max_redirects,
-                             raise_on_redirect=True, raise_on_status=False)  # fmt: skip
+        return urllib3.Retry(
+            total=None,
+            connect=0,
+            read=0,
+            status=0,
+            other=0,
+            redirect=self.max_redirects,
+            raise_on_redirect=True,
+            raise_on_status=False,
+        )

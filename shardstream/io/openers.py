@@ -208,8 +208,9 @@ def read_range(url: str, start: int, end: int, options: OpenOptions | None = Non
         with open_stream(url, start, options) as stream:
             data = _read_exactly(stream, end - start)
     if len(data) != end - start:
-        raise ShardReadError(f"ends after {len(data)} of the {end - start} bytes asked for", url=redact(url),
-                             offset=start)  # fmt: skip
+        raise ShardReadError(
+            f"ends after {len(data)} of the {end - start} bytes asked for", url=redact(url), offset=start
+        )
     return data
 
 
@@ -219,4 +220,3 @@ def _read_exactly(stream: BinaryIO, count: int) -> bytes:
         parts.append(chunk)
         count -= len(chunk)
     return b"".join(parts)
-

@@ -27,6 +27,7 @@ from ..chain.reader import SampleReader
 from ..chain.recovery import Recovery
 from ..chain.shuffle import ShuffleBuffer, buffer_seed
 from ..chain.standins import StandIns
+from ..decode.make import make_decoder
 from ..elastic.deal import Plan, Stream, deal
 from ..elastic.restore import IDENTITY, check_identity, dataset_digest, elastic_pending
 from ..placement.segments import (
@@ -107,8 +108,14 @@ class ShardDataset(StreamBase):
     ) -> None:
         super().__init__()
         self.error_handling = Errors(on_error=on_error, keep_length=keep_length)
-        self.placement = Placement(shuffle=shuffle, seed=seed, remainder=remainder, resampled=resampled,
-                                   rank=rank, world_size=world_size)  # fmt: skip
+        self.placement = Placement(
+            shuffle=shuffle,
+            seed=seed,
+            remainder=remainder,
+            resampled=resampled,
+            rank=rank,
+            world_size=world_size,
+        )
         opening = OpenOptions.of(http, cache_dir, cache_size)
         self.shards = ShardList.from_source(source, opening)
         if prefetch is None:
@@ -125,9 +132,16 @@ class ShardDataset(StreamBase):
             zero_copy=zero_copy,
             defer_reads=defer_reads,
         )
-        self.decoder = make_decoder(decode, image=image, image_size=image_size, audio_rate=audio_rate,
-                                audio_mono=audio_mono, video_frames=video_frames, decoders=decoders,
-                                fields=self.reading.fields)  # fmt: skip
+        self.decoder = make_decoder(
+            decode,
+            image=image,
+            image_size=image_size,
+            audio_rate=audio_rate,
+            audio_mono=audio_mono,
+            video_frames=video_frames,
+            decoders=decoders,
+            fields=self.reading.fields,
+        )
         self._shared = SharedState()
         self._pending: dict[str, Any] | None = None
         self._chain: tuple[Node, int, Place] | None = None  # the chain in use, its epoch and place
@@ -204,8 +218,14 @@ class ShardDataset(StreamBase):
         if "left" in pending:  # an elastic restore: this place's deal of what the epoch has left
             rank, world, worker, workers = place
             left = pending["left"] if isinstance(pending["left"], Plan) else Plan.from_state(pending["left"])
-            plan = deal(left, rank=rank, world=world, worker=worker, workers=workers,
-                        remainder=self.placement.remainder)  # fmt: skip
+            plan = deal(
+                left,
+                rank=rank,
+                world=world,
+                worker=worker,
+                workers=workers,
+                remainder=self.placement.remainder,
+            )
             return int(pending["epoch"]), None, plan
         plan = Plan.from_state(pending["plan"]) if pending.get("plan") is not None else None
         if pending.get("node") is None:
@@ -217,10 +237,17 @@ class ShardDataset(StreamBase):
         """reader -> shuffle buffer -> fetch -> decode -> stand-ins, without the nodes these options do not
         need. The fetch reads, as they leave the buffer, the samples the reader only named (deferred.py)."""
         reading, counted = self.reading, self.shards.counts is not None and not self.placement.resampled
-        opener = ShardOpener(self.shards, reading.open, fields=reading.fields, prefetch=reading.prefetch,
-                             prefetch_bytes=reading.prefetch_bytes, zero_copy=reading.zero_copy)  # fmt: skip
-        recovery = Recovery(self.error_handling, counters=self._shared, counted=counted,
-                            locate=opener.sample_offset)  # fmt: skip
+        opener = ShardOpener(
+            self.shards,
+            reading.open,
+            fields=reading.fields,
+            prefetch=reading.prefetch,
+            prefetch_bytes=reading.prefetch_bytes,
+            zero_copy=reading.zero_copy,
+        )
+        recovery = Recovery(
+            self.error_handling, counters=self._shared, counted=counted, locate=opener.sample_offset
+        )
         segments = self._segments(place, epoch) if self._plan is None else self._plan_segments(epoch)
         shuffled = self.placement.shuffle and reading.buffer_size > 1
         deferred = DeferredReads(opener) if shuffled and reading.defer_reads else None
@@ -244,8 +271,14 @@ class ShardDataset(StreamBase):
     def _segments(self, place: Place, epoch: int) -> Segments:
         rank, world, worker, workers = place
         p, n = self.placement, len(self.shards)
-        common = {"rank": rank, "world": world, "worker": worker, "workers": workers, "seed": p.seed,
-                  "epoch": epoch}  # fmt: skip
+        common = {
+            "rank": rank,
+            "world": world,
+            "worker": worker,
+            "workers": workers,
+            "seed": p.seed,
+            "epoch": epoch,
+        }
         if p.resampled:
             return ResampledShards(n, **common)
         if self.shards.counts is not None:
@@ -257,17 +290,3 @@ class ShardDataset(StreamBase):
                 stacklevel=4,  # the caller of iter(dataset)
             )
         return WholeShards(n, shuffle=p.shuffle, **common)
-
-
-Decode = Callable[[dict[str, Any]], Any]
-
-
-def make_decoder(decode: bool | Decode, **options: Any) -> Callable[[Any], Any] | None:
-    """The per-sample decode function: the caller's own, a SampleDecoder built from the options, or None."""
-    if callable(decode):
-        return decode
-    if not decode:
-        return None
-    from ..decode.sample import SampleDecoder
-
-    return SampleDecoder(**options)

@@ -65,9 +65,16 @@ class ShardMap(Dataset):  # type: ignore[type-arg]
             )
         self.ends = np.cumsum(self.shards.counts)
         self.fields = frozenset(fields) if fields else None
-        self.decoder = make_decoder(decode, image=image, image_size=image_size, audio_rate=audio_rate,
-                                    audio_mono=audio_mono, video_frames=video_frames, decoders=decoders,
-                                    fields=tuple(fields) if fields else None)  # fmt: skip
+        self.decoder = make_decoder(
+            decode,
+            image=image,
+            image_size=image_size,
+            audio_rate=audio_rate,
+            audio_mono=audio_mono,
+            video_frames=video_frames,
+            decoders=decoders,
+            fields=tuple(fields) if fields else None,
+        )
         self.offsets_cache = offsets_cache
         self._opener = ShardOpener(self.shards, self.options)  # sidecars and the no-sidecar fallback
         self._offsets: OrderedDict[int, Any] = OrderedDict()

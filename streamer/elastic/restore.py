@@ -70,11 +70,14 @@ def elastic_pending(
     if not placed:
         return {"epoch": epoch, "node": None}  # no worker had begun the epoch
     world, k = topology(placed, len(states))
-    stream = Stream(shards.counts, shard_order(len(shards), int(identity["seed"]), epoch,
-                                               bool(identity["shuffle"])))  # fmt: skip
+    stream = Stream(
+        shards.counts, shard_order(len(shards), int(identity["seed"]), epoch, bool(identity["shuffle"]))
+    )
     total = stream.total
-    by_place = {place: _progress(w, stream, total, world, k, identity["remainder"])
-                for place, w in by_place_of(placed).items()}  # fmt: skip
+    by_place = {
+        place: _progress(w, stream, total, world, k, identity["remainder"])
+        for place, w in by_place_of(placed).items()
+    }
     dealt = any(w.get("plan") is not None for w in placed)
     progress = []
     for rank in range(world):
@@ -82,8 +85,9 @@ def elastic_pending(
             if (rank, worker) not in by_place:
                 if dealt:  # a restored run: the missing worker's plan is known only to its own state
                     raise ValueError(f"no state for rank {rank} worker {worker}: pass every rank's state")
-                plan = original_plan(total, rank=rank, world=world, worker=worker, workers=k,
-                                     remainder=identity["remainder"])  # fmt: skip
+                plan = original_plan(
+                    total, rank=rank, world=world, worker=worker, workers=k, remainder=identity["remainder"]
+                )
                 by_place[rank, worker] = Progress(plan, 0)  # it had not begun: all of its slice is left
             progress.append(by_place[rank, worker])
     return {"epoch": epoch, "left": leftover(progress)}
@@ -162,8 +166,9 @@ def _progress(
         if state.get("plan") is not None:
             plan = Plan.from_state(state["plan"])
         else:
-            plan = original_plan(total, rank=rank, world=world, worker=worker, workers=workers,
-                                 remainder=remainder)  # fmt: skip
+            plan = original_plan(
+                total, rank=rank, world=world, worker=worker, workers=workers, remainder=remainder
+            )
         node = state["node"]
         if not node:  # placed, not yet begun
             return Progress(plan, 0)

@@ -15,8 +15,21 @@ import yaml
 
 from shardstream.io.urls import scheme_of
 
-OPTIONS = ("epoch_size", "shuffle", "seed", "buffer_size", "remainder", "on_error", "keep_length",
-           "cache_dir", "cache_size", "prefetch", "prefetch_bytes", "max_open", "stratify")  # fmt: skip
+OPTIONS = (
+    "epoch_size",
+    "shuffle",
+    "seed",
+    "buffer_size",
+    "remainder",
+    "on_error",
+    "keep_length",
+    "cache_dir",
+    "cache_size",
+    "prefetch",
+    "prefetch_bytes",
+    "max_open",
+    "stratify",
+)
 
 
 def load_mixture(path: str | os.PathLike[str]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
@@ -29,8 +42,9 @@ def load_mixture(path: str | os.PathLike[str]) -> tuple[list[dict[str, Any]], di
     except yaml.YAMLError as exc:
         raise ValueError(f"{file}: not valid YAML: {exc}") from exc
     if not isinstance(data, dict) or "sources" not in data:
-        raise ValueError(f"{file}: a mixture file is a mapping with a 'sources' list (see "
-                         "configs/mixture-example.yaml)")  # fmt: skip
+        raise ValueError(
+            f"{file}: a mixture file is a mapping with a 'sources' list (see configs/mixture-example.yaml)"
+        )
     for key in data:
         if key != "sources" and key not in OPTIONS:
             raise ValueError(

@@ -80,8 +80,9 @@ class Mixture(StreamBase):
                 "sources must be a non-empty list of sources (path plus weight, repeat or samples)"
             )
         self.sources = [MixSource.of(s, i) for i, s in enumerate(sources)]
-        self.placement = Placement(shuffle=shuffle, seed=seed, remainder=remainder, rank=rank,
-                                   world_size=world_size)  # fmt: skip
+        self.placement = Placement(
+            shuffle=shuffle, seed=seed, remainder=remainder, rank=rank, world_size=world_size
+        )
         self.error_handling = Errors(on_error=on_error, keep_length=keep_length)
         if max_open < 1:
             raise ValueError(f"max_open must be >= 1, not {max_open}")
@@ -104,8 +105,14 @@ class Mixture(StreamBase):
         self.reading = Reading(
             open=opening, buffer_size=buffer_size, prefetch=prefetch, prefetch_bytes=prefetch_bytes
         )
-        self.shape = MixtureShape(self.shares, self.shard_lists, self.bases, placement=self.placement,
-                                  epoch_size=epoch_size, buffer_size=self.reading.buffer_size)  # fmt: skip
+        self.shape = MixtureShape(
+            self.shares,
+            self.shard_lists,
+            self.bases,
+            placement=self.placement,
+            epoch_size=epoch_size,
+            buffer_size=self.reading.buffer_size,
+        )
         self.plan(self.placement.resolve()[1], 1)  # every error in the sources shows now, in the parent
         self._origins: dict[str, tuple[int, int]] = {}  # name -> (epoch, its pass-stream start then)
         self._ended_epoch: int | None = None  # an epoch a loaded DataLoader state said was over
@@ -170,19 +177,37 @@ class Mixture(StreamBase):
                 pending["elastic"] = {n: p.to_state() for n, p in self._pending["elastic"].items()}
             return {**copy.deepcopy(pending), **identity}
         if self._chain is None:
-            return {"epoch": self.epoch, "place": None, "node": None, "sources": self._sources_at(self.epoch),
-                    **identity}  # fmt: skip
+            return {
+                "epoch": self.epoch,
+                "place": None,
+                "node": None,
+                "sources": self._sources_at(self.epoch),
+                **identity,
+            }
         chain, epoch, place = self._chain
         node = chain.get_state()
         if self._restored is not None:
             budgets, plans, sources = self._restored
             restored = {"budgets": list(budgets), "spans": [[list(s) for s in p.spans] for p in plans]}
             left = self._left(node, sum(budgets))
-            return {"epoch": epoch, "place": list(place), "node": node, "left": left,
-                    "sources": copy.deepcopy(sources), "plan": restored, **identity}  # fmt: skip
+            return {
+                "epoch": epoch,
+                "place": list(place),
+                "node": node,
+                "left": left,
+                "sources": copy.deepcopy(sources),
+                "plan": restored,
+                **identity,
+            }
         length = self.plan(place[1], place[3]).worker_length(place[2])
-        return {"epoch": epoch, "place": list(place), "node": node, "left": self._left(node, length),
-                "sources": self._sources_at(epoch, place[3]), **identity}  # fmt: skip
+        return {
+            "epoch": epoch,
+            "place": list(place),
+            "node": node,
+            "left": self._left(node, length),
+            "sources": self._sources_at(epoch, place[3]),
+            **identity,
+        }
 
     def identity(self) -> dict[str, Any]:
         """What a state must share with this mixture to load: data, shares, epoch and buffer size, seed."""
@@ -231,11 +256,23 @@ class Mixture(StreamBase):
         length = sum(budgets)
         # One opener per source (its own fields, its own sidecar cache), all over the mixture's shard list.
         reading = self.reading
-        openers = [ShardOpener(self.shards, reading.open, fields=source_fields(s), prefetch=reading.prefetch,
-                               prefetch_bytes=reading.prefetch_bytes) for s in self.sources]  # fmt: skip
+        openers = [
+            ShardOpener(
+                self.shards,
+                reading.open,
+                fields=source_fields(s),
+                prefetch=reading.prefetch,
+                prefetch_bytes=reading.prefetch_bytes,
+            )
+            for s in self.sources
+        ]
         bases = self.bases
-        recovery = Recovery(self.error_handling, counters=self._shared, counted=True,
-                            locate=lambda shard, index: _locate(openers, bases, shard, index))  # fmt: skip
+        recovery = Recovery(
+            self.error_handling,
+            counters=self._shared,
+            counted=True,
+            locate=lambda shard, index: _locate(openers, bases, shard, index),
+        )
         windows, holding = [], Holding()
         for j, (name, start) in enumerate(zip(self.names, self.starts(epoch, plan), strict=True)):
             stream: PassStream | PlanStream = self.pass_stream(j)

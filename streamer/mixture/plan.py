@@ -66,15 +66,19 @@ def epoch_targets(shares: Sequence[Share], epoch_size: int | None = None) -> tup
         raise ValueError(f"epoch_size must be a positive integer, not {epoch_size!r}")
     if not any(weighted):  # fixed amounts only: they are the epoch, rounded to whole samples
         if epoch_size != max(1, round(taken)):
-            raise ValueError(f"epoch_size={epoch_size}, but the repeat/samples sources take "
-                             f"{float(taken):g}; give exactly {max(1, round(taken))}, or leave epoch_size "
-                             "out")  # fmt: skip
+            raise ValueError(
+                f"epoch_size={epoch_size}, but the repeat/samples sources take "
+                f"{float(taken):g}; give exactly {max(1, round(taken))}, or leave epoch_size "
+                "out"
+            )
         return [f for f in fixed if f is not None], epoch_size
     left = epoch_size - taken
     if left <= 0:
-        raise ValueError(f"epoch_size={epoch_size}, but the repeat/samples sources take {float(taken):g} and "
-                         f"the weighted ones need a share; give more than {float(taken):g}, or leave "
-                         "epoch_size out")  # fmt: skip
+        raise ValueError(
+            f"epoch_size={epoch_size}, but the repeat/samples sources take {float(taken):g} and "
+            f"the weighted ones need a share; give more than {float(taken):g}, or leave "
+            "epoch_size out"
+        )
     total_weight = sum(weighted)
     targets = [f if f is not None else left * w / total_weight for f, w in zip(fixed, weighted, strict=True)]  # type: ignore[misc]
     return targets, epoch_size
@@ -161,8 +165,10 @@ def plan_mixture(
     targets, size = epoch_targets(shares, epoch_size)
     rank_length = rank_quota(size, world, remainder)
     if rank_length < workers:
-        raise ValueError(f"an epoch of {size} samples gives {rank_length} per rank, fewer than the "
-                         f"{workers} workers of each of {world} ranks; raise epoch_size")  # fmt: skip
+        raise ValueError(
+            f"an epoch of {size} samples gives {rank_length} per rank, fewer than the "
+            f"{workers} workers of each of {world} ranks; raise epoch_size"
+        )
     lengths = {worker_slice(rank_length, w, workers)[1] for w in range(workers)}
     budgets = {n: tuple(apportion(targets, n)) for n in lengths}
     return MixturePlan(names, size, world, workers, rank_length, budgets)

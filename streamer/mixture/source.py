@@ -17,6 +17,7 @@ from shardstream.errors import FormatError
 from shardstream.io.openers import OpenOptions
 from shardstream.io.urls import scheme_of
 
+from ..decode.make import make_decoder
 from ..placement.shards import Concat, ShardList
 from .plan import KINDS, Share
 
@@ -68,8 +69,10 @@ class MixSource:
     def share(self, size: int) -> Share:
         given = [(kind, getattr(self, kind)) for kind in KINDS if getattr(self, kind) is not None]
         if len(given) != 1:
-            raise ValueError(f"source {self.label()!r}: give exactly one of weight, repeat or samples, "
-                             f"not {dict(given) or 'none'}")  # fmt: skip
+            raise ValueError(
+                f"source {self.label()!r}: give exactly one of weight, repeat or samples, "
+                f"not {dict(given) or 'none'}"
+            )
         kind, value = given[0]
         return Share(self.label(), size, kind, value)
 
@@ -83,9 +86,11 @@ def counted_shards(source: MixSource, opening: OpenOptions) -> ShardList:
     except FormatError as exc:
         raise ValueError(f"source {source.label()!r}: {exc}") from exc
     if shards.counts is None:
-        raise ValueError(f"source {source.label()!r}: {text} has no per-shard sample counts, which a mixture "
-                         "plans from; point it at the packer's index, or run `shardstream index` over the "
-                         "shards first")  # fmt: skip
+        raise ValueError(
+            f"source {source.label()!r}: {text} has no per-shard sample counts, which a mixture "
+            "plans from; point it at the packer's index, or run `shardstream index` over the "
+            "shards first"
+        )
     if shards.total == 0:
         raise ValueError(f"source {source.label()!r}: {text} has no samples")
     return shards
@@ -97,8 +102,6 @@ def source_fields(source: MixSource) -> tuple[str, ...] | None:
 
 def source_decoder(source: MixSource) -> Any:
     """The source's decode function, made as ShardDataset makes its own; errors name the source."""
-    from ..datasets.shard import make_decoder
-
     options = {key: getattr(source, key) for key in DECODE_KEYS}
     try:
         return make_decoder(source.decode, fields=source_fields(source), **options)

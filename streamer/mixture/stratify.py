@@ -29,9 +29,12 @@ class Stratified:
     """Sources in batch-stratified order over ``budgets``; state: counts now and at the batch's start."""
 
     def __init__(
-        self, budgets: Sequence[int], batch: int, counts: Sequence[int] | None = None,
+        self,
+        budgets: Sequence[int],
+        batch: int,
+        counts: Sequence[int] | None = None,
         batch_start: Sequence[int] | None = None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         if batch < 1:
             raise ValueError(f"stratify (the batch size) must be >= 1, not {batch}")
         self.budgets = [int(b) for b in budgets]

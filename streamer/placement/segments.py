@@ -123,9 +123,17 @@ class WholeShards(Sequence[Segment]):
     """Uncounted shards, permuted then dealt round-robin to all ranks x workers; O(1) memory at any size."""
 
     def __init__(
-        self, n: int, *, rank: int, world: int, worker: int, workers: int, seed: int, epoch: int,
+        self,
+        n: int,
+        *,
+        rank: int,
+        world: int,
+        worker: int,
+        workers: int,
+        seed: int,
+        epoch: int,
         shuffle: bool = True,
-    ) -> None:  # fmt: skip
+    ) -> None:
         check_place(rank, world, worker, workers)
         self.n = n
         self.first = rank * workers + worker
