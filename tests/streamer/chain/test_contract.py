@@ -1,0 +1,109 @@
+"""One save/load contract that every Node subclass passes (torchdata's nodes test the same way).
+
+For every subclass of ``Node`` in the streamer, a real chain on real shards with that node outermost:
+stopped after any number of items, its state (plain data: it pickles and deep-copies to itself) loaded
+into a fresh chain gives exactly the rest of the uninterrupted run; a chain reset to a state reports that
+state until it moves; and the node's own keys (``state_keys``) find its state in the chain's.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib
+import pickle
+import pkgutil
+import shutil
+from collections.abc import Callable
+
+import pytest
+
+import streamer
+from shardstream.format import decode_offsets
+from streamer import Mixture, ShardDataset
+from streamer.chain.node import Node, saved_state_of
+from tests.conftest import write_dataset
+
+
+def _subclasses() -> set[type[Node]]:
+    for module in pkgutil.walk_packages(streamer.__path__, "streamer."):
+        importlib.import_module(module.name)
+    found, todo = set(), [Node]
+    while todo:
+        for sub in todo.pop().__subclasses__():
+            if sub not in found:
+                found.add(sub)
+                todo.append(sub)
+    return found
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    root = tmp_path_factory.mktemp("contract")
+    index = write_dataset(root / "a", [9, 14, 6], prefix="a").parent
+    other = write_dataset(root / "b", [11], prefix="b").parent
+    hurt = root / "hurt"
+    shutil.copytree(index, hurt)
+    offsets = decode_offsets((hurt / "a-000001.tar.offsets").read_bytes())
+    raw = bytearray((hurt / "a-000001.tar").read_bytes())
+    raw[offsets[4] + 5] ^= 0x55  # sample 4's header checksum no longer matches: a loss, stood in for
+    (hurt / "a-000001.tar").write_bytes(bytes(raw))
+    return {"index": str(index), "other": str(other), "hurt": str(hurt)}
+
+
+def _tag(sample):
+    return {**sample, "seen": True}
+
+
+# The chain whose outermost node is of each type: what a dataset with these options assembles.
+CHAINS: dict[str, Callable[[dict[str, str]], object]] = {
+    "SampleReader": lambda d: ShardDataset(d["index"], decode=False, shuffle=False),
+    "ShuffleBuffer": lambda d: ShardDataset(
+        d["index"], decode=False, buffer_size=8, defer_reads=False, seed=1
+    ),
+    "Fetch": lambda d: ShardDataset(d["index"], decode=False, buffer_size=8, seed=2),
+    "Mapper": lambda d: ShardDataset(d["index"], decode=_tag, buffer_size=8, seed=3),
+    "StandIns": lambda d: ShardDataset(d["hurt"], decode=False, buffer_size=8, seed=4, on_error="skip"),
+    "MixtureReader": lambda d: Mixture(
+        [
+            {"path": d["index"], "weight": 2, "decode": False},
+            {"path": d["other"], "weight": 1, "decode": False},
+        ],
+        epoch_size=40,
+        buffer_size=6,
+        seed=5,
+    ),
+}
+
+
+def _chain(name: str, data) -> Node:
+    dataset = CHAINS[name](data)
+    iter(dataset)  # assembles this place's chain, reset to the start
+    return dataset._chain[0]
+
+
+def _ids(items) -> list[tuple[int, int, str]]:
+    return [(shard, index, sample["__key__"]) for shard, index, sample in items]
+
+
+def test_every_node_subclass_has_a_chain_in_the_contract():
+    assert {cls.__name__ for cls in _subclasses()} == set(CHAINS)
+
+
+@pytest.mark.parametrize("name", sorted(CHAINS))
+def test_a_node_continues_from_any_saved_state_exactly(name, data):
+    chain = _chain(name, data)
+    assert type(chain).__name__ == name
+    full = _ids(chain)
+    assert len(full) > 20
+    for stop in sorted({0, 1, 2, 7, len(full) // 2, len(full) - 1, len(full)}):
+        head_chain = _chain(name, data)
+        head = _ids(next(head_chain) for _ in range(stop))
+        state = head_chain.get_state()
+        assert pickle.loads(pickle.dumps(state)) == state == copy.deepcopy(state)
+        fresh = _chain(name, data)
+        fresh.reset(copy.deepcopy(state))
+        assert fresh.get_state() == state, "a chain reset to a state reports it until it moves"
+        assert head + _ids(fresh) == full, f"{name}: resumed after {stop} items"
+        if stop and type(chain).state_keys:  # a Mapper or Fetch owns no keys: its state is its source's
+            own = saved_state_of(type(chain), state)
+            assert own is not None and type(chain).state_keys <= own.keys()
