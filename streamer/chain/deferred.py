@@ -19,12 +19,11 @@ from typing import Any
 
 from shardstream.buffers import CHUNKS
 from shardstream.errors import ShardReadError, StreamError
-from shardstream.format import iter_samples
-from shardstream.format.window import MappedWindow, ShardMapping, SpanWindow
+from shardstream.format.window import ShardMapping
 from shardstream.io.urls import local_path, scheme_of
 
 from .node import Item, Node
-from .opener import ShardOpener
+from .opener import ShardOpener, sample_in
 from .recovery import Recovery
 
 DEFERRED = None  # the sample of an item whose bytes are read when it is handed out (a sample is a dict)
@@ -32,10 +31,6 @@ ADVISE_BYTES = 8 << 20  # how far ahead of the ids entering the buffer their pag
 OPEN_SHARDS = 32  # shards kept open at once, least recently used closed first
 _WILLNEED = getattr(os, "POSIX_FADV_WILLNEED", None)
 
-try:  # a plain sample's headers in one C call (the front-to-back reader reads a member's in one)
-    from shardstream.format._tarscan import sample_at as _sample_at
-except ImportError:
-    _sample_at = None
 
 
 class _OpenShard:
@@ -134,9 +129,8 @@ class DeferredReads:
                     url=entry.url,
                     offset=start + stop,
                 )
-        sample = _sample_at(buf, members, pos, stop, entry.url) if _sample_at is not None else None
-        if sample is None:  # GNU long names, ustar prefixes, damage: the general reader, naming any damage
-            sample = self._parsed(entry, buf, pos, stop, start, end)
+        mapping = entry.mapping if buf is entry.mapping else None
+        sample = sample_in(buf, members, pos, stop, url=entry.url, start=start, end=end, mapping=mapping)
         return self.opener.keep_fields(sample)
 
     def _pread(self, entry: _OpenShard, start: int, size: int) -> tuple[Any, int]:
@@ -149,16 +143,6 @@ class DeferredReads:
                 return self._scratch, os.preadv(entry.fd, [view[:size]], start)
         except OSError as exc:
             raise ShardReadError(f"read failed: {exc}", url=entry.url, offset=start) from exc
-
-    @staticmethod
-    def _parsed(entry: _OpenShard, buf: Any, pos: int, stop: int, start: int, end: int) -> dict[str, Any]:
-        if entry.mapping is not None and buf is entry.mapping:
-            window: MappedWindow | SpanWindow = MappedWindow(entry.mapping, start)
-        else:
-            window = SpanWindow(buf, stop)
-        for sample in iter_samples(None, url=entry.url, start=start, ends=(end,), window=window):  # type: ignore[arg-type]
-            return sample
-        raise ShardReadError("no sample where the offsets sidecar puts one", url=entry.url, offset=start)
 
     def newly_cut(self, shard: int) -> bool:
         """Whether the read that just failed found ``shard`` cut short, for the first time (a shard lost)."""

@@ -9,13 +9,14 @@ With ``zero_copy`` a plain local (or cached) shard is mapped and its members are
 from __future__ import annotations
 
 import itertools
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO
 
 from shardstream.errors import ShardReadError
 from shardstream.format import decode_offsets, iter_samples
-from shardstream.format.window import MappedWindow
-from shardstream.io.openers import OpenOptions, open_stream, read_small, seekable
+from shardstream.format.window import MappedWindow, SpanWindow
+from shardstream.io.openers import OpenOptions, open_stream, read_range, read_small, seekable
 
 from ..placement.segments import Segment, Segments
 from ..placement.shards import ShardList
@@ -23,9 +24,33 @@ from .prefetch import Prefetcher, ReadAhead
 
 Samples = Iterator[dict[str, Any]]
 
+try:  # a plain sample's headers in one C call
+    from shardstream.format._tarscan import sample_at as _sample_at
+except ImportError:
+    _sample_at = None
+
+
+def sample_in(
+    buf: Any, members: Any, pos: int, stop: int, *, url: str, start: int, end: int, mapping: Any = None
+) -> dict[str, Any]:
+    """The one sample in ``buf[pos:stop]``, bytes ``start``..``end`` of the shard at ``url``: one C call
+    for a plain sample, else the general reader, which names any damage. ``members``: what member values
+    slice (``buf``, or a view of ``mapping``, the mapped shard ``buf`` is); without a mapping, ``pos`` is 0.
+    Every read of one sample by its offsets comes here (deferred reads, restores, ShardMap)."""
+    sample = _sample_at(buf, members, pos, stop, url) if _sample_at is not None else None
+    if sample is not None:
+        return sample
+    window = MappedWindow(mapping, start) if mapping is not None else SpanWindow(buf, stop)
+    for found in iter_samples(None, url=url, start=start, ends=(end,), window=window):  # type: ignore[arg-type]
+        return found
+    raise ShardReadError("no sample where the offsets sidecar puts one", url=url, offset=start)
+
 
 class ShardOpener:
-    """Opens shards of ``shards`` at any sample; keeps the last shard's offsets; owns the read-ahead."""
+    """Opens shards of ``shards`` at any sample; keeps the last ``offsets_kept`` shards' offsets; owns the
+    read-ahead. ``options``: how shards are reached; ``fields``: the members kept (None: all);
+    ``prefetch``/``prefetch_bytes``: shards and bytes read ahead; ``zero_copy``: members as views of
+    mapped local shards."""
 
     def __init__(
         self,
@@ -36,6 +61,7 @@ class ShardOpener:
         prefetch: int = 0,
         prefetch_bytes: int = 16 << 20,
         zero_copy: bool = False,
+        offsets_kept: int = 1,
     ) -> None:
         self.shards = shards
         self.zero_copy = zero_copy
@@ -44,16 +70,26 @@ class ShardOpener:
         self.prefetch = prefetch
         self.prefetch_bytes = prefetch_bytes
         self._prefetcher: Prefetcher | None = None
-        self._offsets_cache: tuple[int, Any] | None = None
+        self.offsets_kept = offsets_kept
+        self._offsets_cache: OrderedDict[int, Any] = OrderedDict()
 
     # -- offsets ---------------------------------------------------------------------------------------
     def offsets(self, shard: int) -> Any:
         """The shard's sample offsets (array of n+1) or None when it has no sidecar or cannot seek."""
-        if self._offsets_cache is not None and self._offsets_cache[0] == shard:
-            return self._offsets_cache[1]
+        kept = self._offsets_cache
+        if shard in kept:
+            kept.move_to_end(shard)
+            return kept[shard]
         values = self.load_offsets(shard)
-        self._offsets_cache = (shard, values)
+        self._keep_offsets(shard, values)
         return values
+
+    def _keep_offsets(self, shard: int, values: Any) -> None:
+        kept = self._offsets_cache
+        kept[shard] = values
+        kept.move_to_end(shard)
+        while len(kept) > self.offsets_kept:
+            kept.popitem(last=False)
 
     def sample_offset(self, shard: int, index: int) -> int | None:
         """Byte offset of a sample's first header, when the sidecar is there."""
@@ -81,7 +117,7 @@ class ShardOpener:
         """Samples of a shard from index ``first``, and the stream to close after them."""
         if ready is not None:
             offsets = ready.wait_opened()
-            self._offsets_cache = (shard, offsets)
+            self._keep_offsets(shard, offsets)
             stream: BinaryIO = ready  # type: ignore[assignment]
         else:
             offsets = self.offsets(shard)
@@ -104,7 +140,15 @@ class ShardOpener:
         return {k: v for k, v in sample.items() if k.startswith("__") or k in self.keep}
 
     def read_one(self, shard: int, index: int) -> dict[str, Any]:
-        """Random access to one sample, for restoring a shuffle buffer."""
+        """Random access to one sample (restoring a buffer, a stand-in, ShardMap): with the offsets sidecar
+        its bytes and no more (one read, or one Range request), else the shard read up to it."""
+        offsets = self.offsets(shard)
+        if offsets is not None and index + 1 < len(offsets):
+            url = self.shards.urls[shard]
+            start, end = int(offsets[index]), int(offsets[index + 1])
+            data = read_range(url, start, end, self.options)
+            sample = sample_in(data, data, 0, len(data), url=url, start=start, end=end)
+            return self.keep_fields(sample)
         samples, stream = self.samples(shard, index)
         with stream:
             for sample in samples:

@@ -9,17 +9,14 @@ fall back to reading from the shard's start.
 
 from __future__ import annotations
 
-import io
 import os
-from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 from torch.utils.data import Dataset
 
-from shardstream.errors import FormatError, ShardReadError
-from shardstream.format import iter_samples
+from shardstream.errors import FormatError
 from shardstream.format.keyfile import IDX_SUFFIX, KeyFile
 from shardstream.io.httpoptions import HttpOptions
 from shardstream.io.openers import OpenOptions, read_range, read_small
@@ -76,9 +73,13 @@ class ShardMap(Dataset):  # type: ignore[type-arg]
             fields=tuple(fields) if fields else None,
         )
         self.offsets_cache = offsets_cache
-        self._opener = ShardOpener(self.shards, self.options)  # sidecars and the no-sidecar fallback
-        self._offsets: OrderedDict[int, Any] = OrderedDict()
+        self._opener = self._new_opener()
         self._keys: KeyFile | None = None
+
+    def _new_opener(self) -> ShardOpener:
+        """Reads by offsets (and the no-sidecar fallback), keeping ``offsets_cache`` shards' sidecars."""
+        fields = tuple(self.fields) if self.fields is not None else None
+        return ShardOpener(self.shards, self.options, fields=fields, offsets_kept=self.offsets_cache)
 
     def __len__(self) -> int:
         return int(self.ends[-1]) if len(self.ends) else 0
@@ -120,32 +121,8 @@ class ShardMap(Dataset):  # type: ignore[type-arg]
 
     def read(self, shard: int, sample: int) -> Any:
         """Sample ``sample`` of shard ``shard``, decoded as configured."""
-        raw = self._read_raw(shard, sample)
-        if self.fields is not None:
-            raw = {k: v for k, v in raw.items() if k.startswith("__") or k in self.fields}
+        raw = self._opener.read_one(shard, sample)
         return self.decoder(raw) if self.decoder is not None else raw
-
-    # -- reading ---------------------------------------------------------------------------------------
-    def _read_raw(self, shard: int, sample: int) -> dict[str, Any]:
-        url = self.shards.urls[shard]
-        offsets = self._shard_offsets(shard)
-        if offsets is None:  # no sidecar or a compressed shard: read from the start
-            return self._opener.read_one(shard, sample)
-        start, end = int(offsets[sample]), int(offsets[sample + 1])
-        data = read_range(url, start, end, self.options)
-        for found in iter_samples(io.BytesIO(data), url=url, start=start, ends=(end,)):
-            return found
-        raise ShardReadError(f"no sample at the offsets sidecar's entry {sample}", url=url, offset=start)
-
-    def _shard_offsets(self, shard: int) -> Any:
-        if shard in self._offsets:
-            self._offsets.move_to_end(shard)
-            return self._offsets[shard]
-        offsets = self._opener.load_offsets(shard)
-        self._offsets[shard] = offsets
-        if len(self._offsets) > self.offsets_cache:
-            self._offsets.popitem(last=False)
-        return offsets
 
     def _key_file(self) -> KeyFile:
         if self._keys is None:
@@ -162,6 +139,6 @@ class ShardMap(Dataset):  # type: ignore[type-arg]
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        state["_offsets"] = OrderedDict()  # each DataLoader worker fetches its own
+        state["_opener"] = self._new_opener()  # each DataLoader worker fetches its own sidecars
         state["_keys"] = None
         return state

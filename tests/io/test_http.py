@@ -15,7 +15,8 @@ import pytest
 from torch.utils.data import DataLoader
 
 from shardstream.errors import ShardNotFoundError, ShardReadError
-from shardstream.io.http import HttpOptions, HttpStream, if_range
+from shardstream.io.http import HttpOptions, HttpStream
+from shardstream.io.responses import if_range
 from streamer import ShardDataset
 from tests.conftest import write_dataset
 from tests.servers import Faults, FaultServer, nginx

@@ -13,7 +13,8 @@ from urllib3 import HTTPResponse
 from urllib3.exceptions import MaxRetryError, ProtocolError, SSLError
 
 from shardstream.errors import ShardNotFoundError, ShardReadError
-from shardstream.io.http import HttpOptions, HttpStream, _certificate_problem, _total_length, read_http
+from shardstream.io.http import HttpOptions, HttpStream, read_http
+from shardstream.io.responses import certificate_problem, total_length
 from tests.servers import Faults, FaultServer
 
 SIZE = 300_000
@@ -338,7 +339,7 @@ def _chained(error, cause=None, context=None):
          "lower-case", "no-tls"],
 )  # fmt: skip
 def test_a_certificate_problem_is_found_anywhere_in_the_exception_chain(exc, expected):
-    assert _certificate_problem(exc) is expected
+    assert certificate_problem(exc) is expected
 
 
 @pytest.mark.parametrize("how", ["read", "readinto"])
@@ -365,7 +366,7 @@ def test_without_an_etag_a_changed_object_is_caught_by_its_last_modified(root):
 
 
 def _answer(status, **headers):
-    """A real urllib3 response with these headers and no body (what _total_length reads)."""
+    """A real urllib3 response with these headers and no body (what total_length reads)."""
     return HTTPResponse(body=b"", headers=headers, status=status, preload_content=False)
 
 
@@ -383,7 +384,7 @@ def _answer(status, **headers):
     ids=["range-total", "range-unknown", "206-by-length", "200", "200-at-offset", "bad-length", "no-length"],
 )
 def test_the_objects_length_comes_from_content_range_else_content_length(response, offset, total):
-    assert _total_length(response, offset) == total
+    assert total_length(response, offset) == total
 
 
 def _sockets() -> int:

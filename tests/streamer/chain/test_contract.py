@@ -86,7 +86,8 @@ def _ids(items) -> list[tuple[int, int, str]]:
 
 
 def test_every_node_subclass_has_a_chain_in_the_contract():
-    assert {cls.__name__ for cls in _subclasses()} == set(CHAINS)
+    ours = {cls.__name__ for cls in _subclasses() if cls.__module__.startswith("streamer.")}  # not tests'
+    assert ours == set(CHAINS)
 
 
 @pytest.mark.parametrize("name", sorted(CHAINS))
