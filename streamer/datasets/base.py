@@ -32,10 +32,13 @@ def check_place(saved: Sequence[int], place: Place) -> None:
 
 
 class StreamBase(IterableDataset):
-    _shared: SharedState
     placement: Placement
-    _pending: dict[str, Any] | None
-    _chain: tuple[Node, int, Place] | None
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._shared = SharedState()
+        self._pending: dict[str, Any] | None = None  # a loaded state, until the next iteration reads it
+        self._chain: tuple[Node, int, Place] | None = None  # the chain in use, its epoch and place
 
     def __iter__(self) -> Iterator[Any]:
         info = get_worker_info()

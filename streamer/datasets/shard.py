@@ -41,7 +41,6 @@ from ..placement.segments import (
 from ..placement.shards import ShardList
 from .base import Place, StreamBase, check_place
 from .options import Errors, Placement, Reading, default_prefetch
-from .shared import SharedState
 
 
 class ShardDataset(StreamBase):
@@ -118,8 +117,6 @@ class ShardDataset(StreamBase):
         )
         opening = OpenOptions.of(http, cache_dir, cache_size)
         self.shards = ShardList.from_source(source, opening)
-        if prefetch is None:
-            prefetch = default_prefetch([self.shards.urls[0]], readers=1)
         if zero_copy and decode is not False:
             raise ValueError("zero_copy=True hands out raw read-only buffers: pass decode=False with it")
         self.reading = Reading(
@@ -127,7 +124,7 @@ class ShardDataset(StreamBase):
             fields=tuple(fields) if fields else None,
             buffer_size=buffer_size,
             initial=initial,
-            prefetch=prefetch,
+            prefetch=default_prefetch([self.shards.urls[0]], readers=1) if prefetch is None else prefetch,
             prefetch_bytes=prefetch_bytes,
             zero_copy=zero_copy,
             defer_reads=defer_reads,
@@ -142,9 +139,6 @@ class ShardDataset(StreamBase):
             decoders=decoders,
             fields=self.reading.fields,
         )
-        self._shared = SharedState()
-        self._pending: dict[str, Any] | None = None
-        self._chain: tuple[Node, int, Place] | None = None  # the chain in use, its epoch and place
         self._plan: Plan | None = None  # what the chain reads when an elastic restore dealt it
         self._digest: str | None = None
 

@@ -26,7 +26,6 @@ from ..chain.recovery import Recovery
 from ..chain.standins import StandIns
 from ..datasets.base import StreamBase
 from ..datasets.options import Errors, Placement, Reading, default_prefetch
-from ..datasets.shared import SharedState
 from .config import load_mixture
 from .elastic import PlanStream
 from .passes import PassStream
@@ -75,21 +74,12 @@ class Mixture(StreamBase):
         stratify: int | None = None,
     ) -> None:
         super().__init__()
-        if isinstance(sources, (str, os.PathLike, Mapping)) or not sources:
-            raise ValueError(
-                "sources must be a non-empty list of sources (path plus weight, repeat or samples)"
-            )
+        check_options(sources, max_open=max_open, stratify=stratify)
         self.sources = [MixSource.of(s, i) for i, s in enumerate(sources)]
         self.placement = Placement(
             shuffle=shuffle, seed=seed, remainder=remainder, rank=rank, world_size=world_size
         )
         self.error_handling = Errors(on_error=on_error, keep_length=keep_length)
-        if max_open < 1:
-            raise ValueError(f"max_open must be >= 1, not {max_open}")
-        if stratify is not None and (
-            isinstance(stratify, bool) or not isinstance(stratify, int) or stratify < 1
-        ):
-            raise ValueError(f"stratify must be the DataLoader's batch size (an int >= 1), not {stratify!r}")
         self.epoch_size, self.max_open, self.stratify = epoch_size, max_open, stratify
         opening = OpenOptions.of(http, cache_dir, cache_size)
         self.shard_lists = [counted_shards(s, opening) for s in self.sources]
@@ -116,9 +106,6 @@ class Mixture(StreamBase):
         self.plan(self.placement.resolve()[1], 1)  # every error in the sources shows now, in the parent
         self._origins: dict[str, tuple[int, int]] = {}  # name -> (epoch, its pass-stream start then)
         self._ended_epoch: int | None = None  # an epoch a loaded DataLoader state said was over
-        self._shared = SharedState()
-        self._pending: dict[str, Any] | None = None
-        self._chain: tuple[Node, int, Place] | None = None
         self._restored: Restored | None = None  # what the chain reads when an elastic restore dealt it
 
     @classmethod
@@ -298,3 +285,13 @@ class Mixture(StreamBase):
 
 def _locate(openers: Sequence[ShardOpener], bases: Sequence[int], shard: int, index: int) -> int | None:
     return openers[bisect.bisect_right(bases, shard) - 1].sample_offset(shard, index)
+
+
+def check_options(sources: Any, *, max_open: int, stratify: int | None) -> None:
+    """ValueError naming the argument, for the options only a Mixture has."""
+    if isinstance(sources, (str, os.PathLike, Mapping)) or not sources:
+        raise ValueError("sources must be a non-empty list of sources (path plus weight, repeat or samples)")
+    if max_open < 1:
+        raise ValueError(f"max_open must be >= 1, not {max_open}")
+    if stratify is not None and (isinstance(stratify, bool) or not isinstance(stratify, int) or stratify < 1):
+        raise ValueError(f"stratify must be the DataLoader's batch size (an int >= 1), not {stratify!r}")
