@@ -8,10 +8,10 @@ from collections.abc import Callable, Iterable
 from shardstream.errors import PackError
 
 from ..sample import Reject, SamplePlan
-from .directory import walk_directory
+from .directory import directory_slices, walk_directory
 from .manifest import ManifestSource
-from .records import detect_format, read_records
-from .slices import Slice, csv_slices, directory_slices, json_array_slices, jsonl_slices
+from .records import csv_slices, detect_format, json_array_slices, jsonl_slices, read_records
+from .slices import Slice
 from .tables import TABLE_FORMATS, table_slices
 
 __all__ = [

@@ -147,3 +147,18 @@ def _is_utf8(text: str) -> bool:
     except UnicodeEncodeError:  # a lone surrogate: os.listdir's spelling of bytes that are not UTF-8
         return False
     return True
+
+
+def directory_slices(root: str, rows: int) -> list[Slice]:
+    """Slices start at a sample's key, after ``rows`` or more items (samples and rejects) of the walk."""
+    starts: list[tuple[int, str | None]] = [(0, None)]
+    total = 0
+    for number, item in enumerate(walk_directory(root)):
+        total = number + 1
+        if number - starts[-1][0] >= rows and isinstance(item, SamplePlan):
+            starts.append((number, item.key))
+    slices = [
+        Slice(first, end - first, key, next_key)
+        for (first, key), (end, next_key) in zip(starts, [*starts[1:], (total, None)], strict=True)
+    ]
+    return [s for s in slices if s.count or len(slices) == 1]

@@ -15,7 +15,7 @@ from typing import Any
 
 from shardstream.errors import PackError
 
-from .slices import Slice
+from .slices import Slice, by_offsets
 
 RecordOrError = tuple[int, Any, str | None]  # (record number, record or None, error message or None)
 
@@ -145,3 +145,30 @@ def read_records(
     if fmt not in READERS:
         raise ValueError(f"manifest_format must be one of {FORMATS}, not {fmt!r}")
     return READERS[fmt](path, part)
+
+
+# -- slices for packing in parts: cut where a record starts ---------------------------------------
+def jsonl_slices(path: str, rows: int) -> list[Slice]:
+    with open(path, "rb") as handle:
+        return by_offsets(((n, offset) for n, (offset, _) in enumerate(jsonl_lines(handle))), rows)
+
+
+def csv_slices(path: str, rows: int) -> list[Slice]:
+    def row_starts() -> Iterator[tuple[int, int]]:
+        with open(path, "rb") as handle:
+            header, lines, reader = csv_rows(handle)
+            if not header:
+                return
+            number, start = 0, lines.position
+            for row in reader:
+                if row:  # a row starts where the previous one ended; blank lines are no records
+                    yield number, start
+                    number += 1
+                start = lines.position
+
+    return by_offsets(row_starts(), rows)
+
+
+def json_array_slices(path: str, rows: int) -> list[Slice]:
+    total = sum(1 for _ in _json_array(path, None))
+    return [Slice(first, min(rows, total - first)) for first in range(0, total, rows)]
