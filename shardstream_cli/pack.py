@@ -160,9 +160,9 @@ def pack_command(
     any other scheduler (a SLURM array, Spark) runs `shardstream pack plan|part|commit` (see their --help).
     A source folder named plan, part or commit is given as ./plan.
     """
-    values = _apply_config(ctx, config, dict(ctx.params))
+    values = apply_config(ctx, config, dict(ctx.params))
     try:
-        options = _pack_options(values)
+        options = pack_options(values)
     except ValueError as exc:
         raise fail(str(exc), 2) from exc
     bar = PackBar(bool(values["quiet"]) or (as_json and not sys.stderr.isatty()))
@@ -178,7 +178,7 @@ def pack_command(
         bar.close()
     for warning in caught:
         typer.secho(f"warning: {warning.message}", fg=typer.colors.YELLOW, err=True)
-    _print_summary(summary, as_json)
+    print_summary(summary, as_json)
 
 
 def _run_pack(values: dict[str, Any], options: Any, bar: Any) -> Any:
@@ -204,7 +204,7 @@ def _run_pack(values: dict[str, Any], options: Any, bar: Any) -> Any:
     )
 
 
-def _pack_options(values: dict[str, Any]) -> Any:
+def pack_options(values: dict[str, Any]) -> Any:
     """PackOptions from the command line's (and config file's) values; ValueError names a bad one."""
     from packer import MediaOptions, PackOptions
 
@@ -235,7 +235,7 @@ def _pack_options(values: dict[str, Any]) -> Any:
     )
 
 
-def _apply_config(ctx: typer.Context, config: Path | None, values: dict[str, Any]) -> dict[str, Any]:
+def apply_config(ctx: typer.Context, config: Path | None, values: dict[str, Any]) -> dict[str, Any]:
     """Fill options the command line left at their defaults from a YAML file whose keys mirror them."""
     if config is None:
         return values
@@ -262,7 +262,7 @@ def _enum_value(value: Any) -> Any:
     return value.value if isinstance(value, Enum) else value
 
 
-def _print_summary(summary: Any, as_json: bool) -> None:
+def print_summary(summary: Any, as_json: bool) -> None:
     if as_json:
         echo_json(summary.to_json())
         return

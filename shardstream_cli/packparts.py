@@ -18,7 +18,7 @@ from typer.core import TyperGroup
 from shardstream.errors import ShardstreamError
 
 from .common import JsonFlag, echo_json, fail
-from .pack import _apply_config, _pack_options, _print_summary, pack_command
+from .pack import apply_config, pack_command, pack_options, print_summary
 
 DEFAULT = "run"
 SLURM_TASK = "SLURM_ARRAY_TASK_ID"
@@ -79,10 +79,10 @@ def plan_command(ctx: typer.Context, **params: Any) -> None:
     from packer.cluster.plan import DEFAULT_PARTITION_ROWS, PLAN_REL
     from packer.cluster.store import open_store
 
-    values = _apply_config(ctx, params.get("config"), dict(ctx.params))
+    values = apply_config(ctx, params.get("config"), dict(ctx.params))
     values.update({"workers": 1, "resume": False, "engine": None, "ray_address": None, "quiet": True})
     try:
-        options = _pack_options(values)
+        options = pack_options(values)
         store = open_store(values["outdir"])
         if store.exists(PLAN_REL) and not options.overwrite:
             raise fail(f"{store.shown} already holds a plan; pass --overwrite to plan again (its parts go)")
@@ -151,7 +151,7 @@ def commit_command(outdir: OutdirArgument, as_json: JsonFlag = False) -> None:
         summary = commit(outdir)
     except ShardstreamError as exc:
         raise fail(str(exc)) from exc
-    _print_summary(summary, as_json)
+    print_summary(summary, as_json)
 
 
 def pack_app() -> typer.Typer:

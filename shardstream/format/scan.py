@@ -18,16 +18,16 @@ from ..buffers import read_into
 from ..errors import ShardReadError
 from .constants import BLOCK
 from .keys import split_member_name
-from .tarread import (
-    _GLOBAL_PAX,
-    _LONGNAME,
-    _PAX,
-    _REGULAR,
-    _ZERO_BLOCK,
-    _checksum_matches,
-    _header_name,
-    _number,
-    _pax_records,
+from .tarmember import (
+    GLOBAL_PAX,
+    LONGNAME,
+    PAX,
+    REGULAR,
+    ZERO_BLOCK,
+    checksum_matches,
+    header_name,
+    number,
+    pax_records,
 )
 
 try:  # a member's headers (plain, or pax + plain as webdataset's writer leaves) in one C call
@@ -154,8 +154,8 @@ def scan_shard(stream: BinaryIO, *, url: str, checksum: bool = False, size: int 
                 data_at += offset - pos
             else:
                 header = bytes(blocks.view[pos : pos + BLOCK])
-                if not _checksum_matches(header):
-                    if header == _ZERO_BLOCK:
+                if not checksum_matches(header):
+                    if header == ZERO_BLOCK:
                         break
                     raise ShardReadError("corrupt tar header (checksum mismatch)", url=url, offset=offset)
                 starts_at = offset if first_header is None else first_header
@@ -165,30 +165,30 @@ def scan_shard(stream: BinaryIO, *, url: str, checksum: bool = False, size: int 
                                              offset=starts_at)  # fmt: skip
                     member_size = int(pax["size"])
                 else:
-                    member_size = _number(header[124:136], url, offset)
+                    member_size = number(header[124:136], url, offset)
                 typeflag = header[156]
-                if typeflag not in _REGULAR:
+                if typeflag not in REGULAR:
                     data_at = offset + BLOCK
-                    if typeflag in (_PAX, _LONGNAME):
+                    if typeflag in (PAX, LONGNAME):
                         at = blocks.at(data_at, member_size)
                         if at < 0:
                             raise ShardReadError("truncated tar: a pax or long-name header", url=url,
                                                  offset=offset)  # fmt: skip
                         data = bytes(blocks.view[at : at + member_size])
-                        if typeflag == _PAX:
+                        if typeflag == PAX:
                             try:
-                                pax = _pax_records(data)
+                                pax = pax_records(data)
                             except ValueError as exc:
                                 raise ShardReadError(f"corrupt pax header ({exc})", url=url,
                                                      offset=offset) from exc  # fmt: skip
                         else:
                             long_name = data.rstrip(b"\0").decode("utf-8", "surrogateescape")
                         first_header = starts_at
-                    elif typeflag != _GLOBAL_PAX:  # directories, links: not sample members
+                    elif typeflag != GLOBAL_PAX:  # directories, links: not sample members
                         first_header, pax, long_name = None, {}, None
                     offset = data_at + member_size + (-member_size % BLOCK)
                     continue
-                name = long_name if long_name is not None else pax.get("path") or _header_name(header)
+                name = long_name if long_name is not None else pax.get("path") or header_name(header)
                 pax, long_name, first_header = {}, None, None
                 name_key, ext = split_member_name(name)
                 data_at = offset + BLOCK

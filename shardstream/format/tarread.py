@@ -14,46 +14,23 @@ from zlib import adler32
 
 from ..errors import ShardReadError
 from .constants import BLOCK
+from .tarmember import (
+    GLOBAL_PAX,
+    LONGNAME,
+    PAX,
+    REGULAR,
+    ZERO_BLOCK,
+    checksum_matches,
+    header_name,
+    number,
+    pax_records,
+)
 from .window import MappedWindow, ReadWindow, SpanWindow
 
 try:  # a member's headers in one C call (_tarscan.c): plain, or pax + plain as webdataset's writer leaves
     from ._tarscan import member_at as _member_at
 except ImportError:  # without it, or when it declines, Python reads them
     _member_at = None
-
-
-def _number(field: bytes, url: str, offset: int) -> int:
-    if field[:1] == b"\x80":  # GNU base-256 for sizes past 8 GiB
-        return int.from_bytes(field[1:], "big")
-    if field[:1] == b"\xff":  # GNU base-256, negative: no member has a negative size
-        raise ShardReadError("corrupt tar header (a negative base-256 size)", url=url, offset=offset)
-    text = field.split(b"\0", 1)[0].strip()
-    try:
-        return int(text, 8) if text else 0
-    except ValueError as exc:
-        raise ShardReadError(f"corrupt tar header (bad number {text!r})", url=url, offset=offset) from exc
-
-
-def _pax_records(data: bytes) -> dict[str, str]:
-    """``"%d %s=%s\n"`` records (the length counts the whole record); ValueError naming a malformed one."""
-    records = {}
-    pos = 0
-    while pos < len(data) and data[pos]:  # NULs after the records are padding
-        space = data.find(b" ", pos)
-        digits = data[pos:space] if space > pos else b""
-        length = int(digits) if digits.isdigit() else 0
-        end = pos + length
-        if length <= len(digits) + 1 or end > len(data) or data[end - 1] != 0x0A:
-            raise ValueError(f"malformed pax record at byte {pos} of {len(data)}: {data[pos : pos + 40]!r}")
-        key, equals, value = data[space + 1 : end - 1].partition(b"=")
-        if not equals:
-            raise ValueError(f"pax record without '=' at byte {pos}: {data[pos:end]!r}")
-        records[key.decode("utf-8", "replace")] = value.decode("utf-8", "surrogateescape")
-        pos = end
-    return records
-
-
-_ZERO_BLOCK = bytes(BLOCK)
 
 
 def iter_samples(
@@ -132,8 +109,8 @@ def iter_samples(
                     fast = -1
                 if not (
                     (adler32(header) & 0xFFFF) - 1 == fast < _MOD_ADLER and header.count(0) >= _ZEROS_BOUND
-                ) and not _checksum_matches(header):
-                    if header == _ZERO_BLOCK:
+                ) and not checksum_matches(header):
+                    if header == ZERO_BLOCK:
                         break  # the end-of-archive block
                     raise ShardReadError("corrupt tar header (checksum mismatch)", url=url, offset=offset)
                 if first_header is None:
@@ -148,7 +125,7 @@ def iter_samples(
                     try:
                         size = int(header[124:135], 8)  # the common "%011o\0" form, without a split list
                     except ValueError:
-                        size = _number(header[124:136], url, offset)
+                        size = number(header[124:136], url, offset)
                 padded_size = size + (-size % BLOCK)
                 if pos + padded_size <= end:
                     data = members_from[pos : pos + size]  # one copy (none when mapped), padding skipped
@@ -165,30 +142,30 @@ def iter_samples(
                         raise ShardReadError(
                             f"truncated tar: member needs {padded_size} bytes with padding, {got} remain",
                             url=url,
-                            member=_header_name(header),
+                            member=header_name(header),
                             offset=offset,
                         )
                 offset += BLOCK + padded_size
                 typeflag = header[156]
-                if typeflag not in _REGULAR:
+                if typeflag not in REGULAR:
                     data = bytes(data)  # a mapped window's view: parsed as bytes, and rare
-                    if typeflag == _PAX:
+                    if typeflag == PAX:
                         try:
-                            pax = _pax_records(data)
+                            pax = pax_records(data)
                         except ValueError as exc:
                             raise ShardReadError(
                                 f"corrupt pax header ({exc})", url=url, offset=offset - BLOCK - padded_size
                             ) from exc
-                    elif typeflag == _LONGNAME:
+                    elif typeflag == LONGNAME:
                         long_name = data.rstrip(b"\0").decode("utf-8", "surrogateescape")
-                    elif typeflag != _GLOBAL_PAX:  # directories, links: not sample members
+                    elif typeflag != GLOBAL_PAX:  # directories, links: not sample members
                         first_header, long_name, pax = None, None, {}
                     continue
                 if long_name is not None or pax:
-                    name = long_name if long_name is not None else pax.get("path") or _header_name(header)
+                    name = long_name if long_name is not None else pax.get("path") or header_name(header)
                     long_name, pax = None, {}
                 elif header[345]:  # a ustar prefix
-                    name = _header_name(header)
+                    name = header_name(header)
                 else:
                     stop = header.find(0, 0, 100)  # NUL-terminated unless it fills the field
                     name = header[: stop if stop >= 0 else 100].decode("utf-8", "surrogateescape")
@@ -222,32 +199,8 @@ def iter_samples(
         window.release()  # the buffer goes on to the next shard's window, whether this one ended or not
 
 
-def _header_name(header: bytes) -> str:
-    """The member name in a ustar header: the name field, after the prefix field when there is one."""
-    name = header[0:100].split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
-    if header[345] and header[257:262] == b"ustar":
-        prefix = header[345:500].split(b"\0", 1)[0]
-        name = prefix.decode("utf-8", "surrogateescape") + "/" + name
-    return name
-
-
-_REGULAR = frozenset(b"0\x007")
-_PAX, _GLOBAL_PAX, _LONGNAME = ord("x"), ord("g"), ord("L")
-
-
 _MOD_ADLER = 65521
 _ZEROS_BOUND = 256  # with this many zero bytes a header's byte sum is at most 256 * 255 < _MOD_ADLER
-
-
-def _checksum_matches(header: bytes) -> bool:
-    """The exact checksum check, for any spelling of the field ("%07o\0", " %05o\0 ", ...): off the hot
-    path."""
-    field = header[148:156]
-    try:
-        stored = int(field.split(b"\0", 1)[0], 8)
-    except ValueError:
-        return False
-    return stored == sum(header) - sum(field) + 256
 
 
 # The sum of a number's octal digits, for numbers below 512 (three digits); two lookups cover six.
