@@ -126,110 +126,157 @@ def scan_shard(stream: BinaryIO, *, url: str, checksum: bool = False, size: int 
     digest = hashlib.sha256() if checksum else None
     limit = size if not checksum else None  # a known length: member data can be stepped over by seeking
     blocks = _Blocks(stream, seek=limit is not None, digest=digest)
-    scan = ShardScan()
-    offsets, keys, fields = scan.offsets, scan.keys, scan.fields
-    key: str | None = None
-    in_sample: list[tuple[str, int]] = []  # the current sample's (extension, size), undone on damage
-    sample_end = 0  # where the current sample's last member ends
-    first_header: int | None = None  # of the member being read: pax and long-name headers come first
-    pax: dict[str, str] = {}
-    long_name: str | None = None
-    offset = member_header = 0
-    fast = _member_at
+    walk = _Walk(blocks, url, limit)
+    scan = walk.scan
     try:
-        while True:
-            pos = blocks.at(offset, BLOCK)
-            if pos < 0:
-                if pos == -2:
-                    raise ShardReadError(f"truncated tar: the stream ends before byte {offset}, inside the "
-                                         "data of the member whose header is here", url=url,
-                                         offset=member_header)  # fmt: skip
-                if blocks.end:
-                    raise ShardReadError("truncated tar header", url=url, offset=offset)
-                break  # a tar without the end-of-archive blocks, as some writers leave
-            member = fast(blocks.buf, pos) if fast is not None and not pax and long_name is None else None
-            if member is not None:
-                member_size, name_key, ext, data_at = member
-                starts_at = offset
-                data_at += offset - pos
-            else:
-                header = bytes(blocks.view[pos : pos + BLOCK])
-                if not checksum_matches(header):
-                    if header == ZERO_BLOCK:
-                        break
-                    raise ShardReadError("corrupt tar header (checksum mismatch)", url=url, offset=offset)
-                starts_at = offset if first_header is None else first_header
-                if "size" in pax:
-                    if not pax["size"].isdigit():
-                        raise ShardReadError(f"corrupt pax header (size {pax['size']!r})", url=url,
-                                             offset=starts_at)  # fmt: skip
-                    member_size = int(pax["size"])
-                else:
-                    member_size = number(header[124:136], url, offset)
-                typeflag = header[156]
-                if typeflag not in REGULAR:
-                    data_at = offset + BLOCK
-                    if typeflag in (PAX, LONGNAME):
-                        at = blocks.at(data_at, member_size)
-                        if at < 0:
-                            raise ShardReadError("truncated tar: a pax or long-name header", url=url,
-                                                 offset=offset)  # fmt: skip
-                        data = bytes(blocks.view[at : at + member_size])
-                        if typeflag == PAX:
-                            try:
-                                pax = pax_records(data)
-                            except ValueError as exc:
-                                raise ShardReadError(f"corrupt pax header ({exc})", url=url,
-                                                     offset=offset) from exc  # fmt: skip
-                        else:
-                            long_name = data.rstrip(b"\0").decode("utf-8", "surrogateescape")
-                        first_header = starts_at
-                    elif typeflag != GLOBAL_PAX:  # directories, links: not sample members
-                        first_header, pax, long_name = None, {}, None
-                    offset = data_at + member_size + (-member_size % BLOCK)
-                    continue
-                name = long_name if long_name is not None else pax.get("path") or header_name(header)
-                pax, long_name, first_header = {}, None, None
-                name_key, ext = split_member_name(name)
-                data_at = offset + BLOCK
-            end = data_at + member_size + (-member_size % BLOCK)
-            if name_key != key:
-                offsets.append(starts_at if key is None else sample_end)
-                keys.append(name_key)
-                key = name_key
-                in_sample.clear()
-            in_sample.append((ext, member_size))
-            counts = fields.get(ext)
-            if counts is None:
-                fields[ext] = [1, member_size]
-            else:
-                counts[0] += 1
-                counts[1] += member_size
-            if limit is not None and end > limit:  # counted first: its sample, not the one before, is cut
-                raise ShardReadError(f"truncated tar: member needs {end - offset} bytes with its header, "
-                                     f"{limit - offset} remain", url=url, offset=offset)  # fmt: skip
-            member_header = starts_at
-            sample_end = offset = end
-        if key is not None:
-            offsets.append(sample_end)
+        walk.run()
         scan.size = limit if limit is not None else blocks.drain()
     except (ShardReadError, OSError) as exc:
-        if isinstance(exc, ShardReadError):
-            scan.damage, scan.damage_offset = exc.message, exc.offset
-        else:
-            scan.damage, scan.damage_offset = f"read failed: {exc.strerror or exc}", offset
-        if keys:  # the sample in progress is dropped; those before it are whole
-            keys.pop()
-            del offsets[len(keys) + 1 if keys else 0 :]
-            for ext, member_size in in_sample:
-                fields[ext][0] -= 1
-                fields[ext][1] -= member_size
-                if not fields[ext][0]:
-                    del fields[ext]
+        walk.damaged(exc)
         scan.size = size if size is not None else blocks.read_to
     if digest is not None and scan.damage is None:
         scan.sha256 = digest.hexdigest()
     return scan
+
+
+Member = tuple[int, int, str, str, int]  # where its first header starts, size, key, extension, data offset
+
+
+class _Walk:
+    """One shard's header walk: what it has found (``scan``) and its state between headers (pending pax
+    records and long name, the sample in progress, which damage undoes)."""
+
+    def __init__(self, blocks: _Blocks, url: str, limit: int | None) -> None:
+        self.blocks, self.url, self.limit = blocks, url, limit
+        self.scan = ShardScan()
+        self.key: str | None = None
+        self.in_sample: list[tuple[str, int]] = []  # the current sample's (extension, size), undone on damage
+        self.sample_end = 0  # where the current sample's last member ends
+        self.first_header: int | None = None  # of the member being read: pax and long-name headers come first
+        self.pax: dict[str, str] = {}
+        self.long_name: str | None = None
+        self.offset = self.member_header = 0
+
+    def run(self) -> None:
+        """Every member, to the end-of-archive blocks (or a stream that ends where a header would start)."""
+        while (member := self._next_member()) is not None:
+            self._add(*member)
+        if self.key is not None:
+            self.scan.offsets.append(self.sample_end)
+
+    def _next_member(self) -> Member | None:
+        """The next regular member; None at the archive's end. Other headers (pax, long names,
+        directories, links) are read past, the extended ones kept for the member they describe."""
+        blocks, url = self.blocks, self.url
+        while True:
+            offset = self.offset
+            pos = blocks.at(offset, BLOCK)
+            if pos < 0:
+                if pos == -2:
+                    reason = (
+                        f"truncated tar: the stream ends before byte {offset}, inside the data of the member"
+                    )
+                    raise ShardReadError(f"{reason} whose header is here", url=url, offset=self.member_header)
+                if blocks.end:
+                    raise ShardReadError("truncated tar header", url=url, offset=offset)
+                return None  # a tar without the end-of-archive blocks, as some writers leave
+            if _member_at is not None and not self.pax and self.long_name is None:
+                found = _member_at(blocks.buf, pos)
+                if found is not None:
+                    member_size, name_key, ext, data_at = found
+                    return offset, member_size, name_key, ext, data_at + offset - pos
+            header = bytes(blocks.view[pos : pos + BLOCK])
+            if not checksum_matches(header):
+                if header == ZERO_BLOCK:
+                    return None
+                raise ShardReadError("corrupt tar header (checksum mismatch)", url=url, offset=offset)
+            starts_at = offset if self.first_header is None else self.first_header
+            member_size = self._size(header, starts_at)
+            typeflag = header[156]
+            if typeflag in REGULAR:
+                name = (
+                    self.long_name
+                    if self.long_name is not None
+                    else self.pax.get("path") or header_name(header)
+                )
+                self.pax, self.long_name, self.first_header = {}, None, None
+                name_key, ext = split_member_name(name)
+                return starts_at, member_size, name_key, ext, offset + BLOCK
+            self._extended(typeflag, member_size, starts_at)
+
+    def _size(self, header: bytes, starts_at: int) -> int:
+        if "size" not in self.pax:
+            return number(header[124:136], self.url, self.offset)
+        if not self.pax["size"].isdigit():
+            raise ShardReadError(
+                f"corrupt pax header (size {self.pax['size']!r})", url=self.url, offset=starts_at
+            )
+        return int(self.pax["size"])
+
+    def _extended(self, typeflag: int, member_size: int, starts_at: int) -> None:
+        """A header that is no member: pax records and a long name are kept for the next member."""
+        offset, url = self.offset, self.url
+        data_at = offset + BLOCK
+        if typeflag in (PAX, LONGNAME):
+            at = self.blocks.at(data_at, member_size)
+            if at < 0:
+                raise ShardReadError("truncated tar: a pax or long-name header", url=url, offset=offset)
+            data = bytes(self.blocks.view[at : at + member_size])
+            if typeflag == PAX:
+                try:
+                    self.pax = pax_records(data)
+                except ValueError as exc:
+                    raise ShardReadError(f"corrupt pax header ({exc})", url=url, offset=offset) from exc
+            else:
+                self.long_name = data.rstrip(b"\0").decode("utf-8", "surrogateescape")
+            self.first_header = starts_at
+        elif typeflag != GLOBAL_PAX:  # directories, links: not sample members
+            self.first_header, self.pax, self.long_name = None, {}, None
+        self.offset = data_at + member_size + (-member_size % BLOCK)
+
+    def _add(self, starts_at: int, member_size: int, name_key: str, ext: str, data_at: int) -> None:
+        """Count a regular member into its sample (a new one when its key changes)."""
+        scan, offset = self.scan, self.offset
+        end = data_at + member_size + (-member_size % BLOCK)
+        if name_key != self.key:
+            scan.offsets.append(starts_at if self.key is None else self.sample_end)
+            scan.keys.append(name_key)
+            self.key = name_key
+            self.in_sample.clear()
+        self.in_sample.append((ext, member_size))
+        counts = scan.fields.get(ext)
+        if counts is None:
+            scan.fields[ext] = [1, member_size]
+        else:
+            counts[0] += 1
+            counts[1] += member_size
+        if (
+            self.limit is not None and end > self.limit
+        ):  # counted first: its sample, not the one before, is cut
+            needs, remain = end - offset, self.limit - offset
+            raise ShardReadError(
+                f"truncated tar: member needs {needs} bytes with its header, {remain} remain",
+                url=self.url,
+                offset=offset,
+            )
+        self.member_header = starts_at
+        self.sample_end = self.offset = end
+
+    def damaged(self, exc: ShardReadError | OSError) -> None:
+        """Record the damage; the sample in progress is dropped, those before it are whole."""
+        scan = self.scan
+        if isinstance(exc, ShardReadError):
+            scan.damage, scan.damage_offset = exc.message, exc.offset
+        else:
+            scan.damage, scan.damage_offset = f"read failed: {exc.strerror or exc}", self.offset
+        if scan.keys:
+            scan.keys.pop()
+            del scan.offsets[len(scan.keys) + 1 if scan.keys else 0 :]
+            for ext, member_size in self.in_sample:
+                scan.fields[ext][0] -= 1
+                scan.fields[ext][1] -= member_size
+                if not scan.fields[ext][0]:
+                    del scan.fields[ext]
 
 
 def scan_file(path: str | os.PathLike[str], *, checksum: bool = False, url: str | None = None) -> ShardScan:
