@@ -8,18 +8,17 @@ sorted keys go to a small file and a k-way merge reports the repeats once packin
 from __future__ import annotations
 
 import heapq
-import os
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+
+from shardstream.io.publish import publishing
 
 _MAX_OPEN = 256
 
 
 def write_keys(path: Path, keys: Iterable[str]) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8", errors="surrogateescape") as handle:
+    with publishing(path, "w", durable=False, encoding="utf-8", errors="surrogateescape") as handle:
         handle.writelines(f"{key}\n" for key in sorted(keys))
-    os.replace(tmp, path)
 
 
 def _read(path: Path, tag: str) -> Iterator[tuple[str, str]]:

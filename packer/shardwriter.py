@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import os
 from array import array
 from pathlib import Path
 from types import TracebackType
@@ -17,9 +16,9 @@ from shardstream.format import (
     offsets_name,
     write_atomic,
 )
-from shardstream.format.atomic import fsync_dir, temp_path
 from shardstream.format.constants import END_OF_ARCHIVE
 from shardstream.format.tarheader import padded
+from shardstream.io.publish import Publishing
 
 from .sample import Sample
 
@@ -50,8 +49,8 @@ class TarShardWriter:
         # Per-shard bookkeeping only: memory is bounded by the shard, never by the dataset.
         self.offsets = array("q")
         self.keys: set[str] = set()
-        self._tmp = temp_path(path)
-        self._handle = open(self._tmp, "wb", buffering=1 << 20)  # noqa: SIM115 - closed in close()/abort()
+        self._file = Publishing(path, buffering=1 << 20)
+        self._handle = self._file.handle
         self._hash = hashlib.sha256()
 
     def fits(self, nbytes: int) -> bool:
@@ -76,18 +75,13 @@ class TarShardWriter:
         self.offsets.append(self.size)
         self.size += len(tail)
         self._handle.flush()
-        os.fsync(self._handle.fileno())
-        self._handle.close()
         # Sidecar first: a shard under its final name always has its offsets beside it.
         write_atomic(self.path.with_name(offsets_name(self.path.name)), encode_offsets(self.offsets))
-        os.replace(self._tmp, self.path)
-        fsync_dir(self.path.parent)
+        self._file.commit()
         return ShardEntry(self.path.name, self.count, self.size, self._hash.hexdigest())
 
     def abort(self) -> None:
-        if not self._handle.closed:
-            self._handle.close()
-        self._tmp.unlink(missing_ok=True)
+        self._file.abort()
 
     def __enter__(self) -> TarShardWriter:
         return self

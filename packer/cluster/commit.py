@@ -18,8 +18,8 @@ from shardstream.format import (
     shard_name,
     shard_pattern,
 )
-from shardstream.format.atomic import temp_path
 from shardstream.format.constants import COLUMNS_NAME, WORK_DIR_NAME
+from shardstream.io.publish import temp_path
 
 from ..pack import audit_keys
 from ..rejects import RejectsReport

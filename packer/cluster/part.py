@@ -20,8 +20,8 @@ from typing import Any
 
 from shardstream.errors import PackError
 from shardstream.format import REJECTS_NAME, ShardEntry, offsets_name
-from shardstream.format.atomic import write_atomic
 from shardstream.format.constants import JOURNAL_NAME, WORK_DIR_NAME
+from shardstream.io.publish import write_atomic
 
 from ..pack import Packer, ProgressHook
 from ..rejects import RejectsReport

@@ -10,7 +10,7 @@ import tempfile
 from pathlib import Path
 
 from shardstream.errors import PackError, redact_url
-from shardstream.format.atomic import fsync_dir, write_atomic
+from shardstream.io.publish import fsync_dir, write_atomic
 from shardstream.io.urls import is_remote, local_path
 
 SCRATCH_ENV = "SHARDSTREAM_SCRATCH"

@@ -1,6 +1,6 @@
 """The shard format, defined once and torch-free: keys, brace patterns, tar headers, index, offsets."""
 
-from .atomic import write_atomic
+from ..io.publish import write_atomic
 from .columns import ShardColumns
 from .constants import (
     FORMAT_NAME,

@@ -156,7 +156,7 @@ class DatasetIndex:
         """Version 2 with ``columns=True``, or by default past COLUMNS_THRESHOLD shards: the columns file is
         published first, the JSON naming it last (each atomically). Version 1 removes a columns file an
         earlier save left under this index's name."""
-        from .atomic import write_atomic
+        from ..io.publish import write_atomic
 
         path = Path(path)
         beside = path.with_name(columns_name(path.name))

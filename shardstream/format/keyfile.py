@@ -11,12 +11,11 @@ NUL or LF cannot be written (no tar name holds NUL; a foreign tar might hold LF)
 from __future__ import annotations
 
 import bisect
-import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from ..errors import FormatError
-from .atomic import fsync_dir
+from ..io.publish import Publishing, fsync_dir
 
 BLOCK_TARGET = 64 << 10
 _PLACE = 17  # 8 + 8 hex digits and the LF
@@ -38,8 +37,8 @@ class KeyFileWriter:
         self.path = path
         self.lines = 0
         self.repeated = 0  # lines whose key equals the line before: a key held by more than one sample
-        self._data = open(self._tmp(path), "wb")  # noqa: SIM115 - closed in close()/abort()
-        self._idx = open(self._tmp(self.idx_path), "wb")  # noqa: SIM115
+        self._files = (Publishing(path), Publishing(self.idx_path))  # data, block index
+        self._data, self._idx = (file.handle for file in self._files)
         self._offset = 0
         self._block_start = -1
         self._last_key: bytes | None = None
@@ -47,10 +46,6 @@ class KeyFileWriter:
     @property
     def idx_path(self) -> Path:
         return self.path.with_name(self.path.name + IDX_SUFFIX)
-
-    @staticmethod
-    def _tmp(path: Path) -> Path:
-        return path.with_name(f".{path.name}.tmp")
 
     def __enter__(self) -> KeyFileWriter:
         return self
@@ -93,17 +88,13 @@ class KeyFileWriter:
 
     def close(self) -> None:
         self._idx.write(b"\0%016x\n" % self._offset)
-        for handle, final in ((self._data, self.path), (self._idx, self.idx_path)):
-            handle.flush()
-            os.fsync(handle.fileno())
-            handle.close()
-            os.replace(self._tmp(final), final)
+        for file in self._files:
+            file.commit(sync_folder=False)
         fsync_dir(self.path.parent)
 
     def abort(self) -> None:
-        for handle, final in ((self._data, self.path), (self._idx, self.idx_path)):
-            handle.close()
-            self._tmp(final).unlink(missing_ok=True)
+        for file in self._files:
+            file.abort()
 
 
 class KeyFile:

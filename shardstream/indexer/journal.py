@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import FormatError
+from ..io.publish import write_atomic
 
 OPTIONS_NAME = "options.json"
 
@@ -55,9 +56,7 @@ def check_options(work: Path, options: dict[str, Any]) -> None:
                 f"use the same options to continue it, or delete {work} (or pass --restart) to start over"
             )
         return
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(options, sort_keys=True), encoding="utf-8")
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps(options, sort_keys=True).encode("utf-8"))
 
 
 def load_records(work: Path) -> dict[int, dict[str, Any]]:

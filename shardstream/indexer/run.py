@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import redact_url
-from ..format.atomic import write_atomic
 from ..format.constants import INDEX_NAME, INDEX_WORK_NAME, KEYS_NAME, REJECTS_NAME, SIDECARS_DIR
 from ..format.index import DatasetIndex, ShardEntry
 from ..format.keyfile import KeyFileWriter
+from ..io.publish import write_atomic
 from ..io.urls import is_remote
 from ..parallel import ordered_map
 from .journal import IndexJournal, check_options, journal_path, load_records

@@ -17,6 +17,7 @@ from ..format.keyfile import key_line
 from ..format.offsets import encode_offsets, offsets_name
 from ..format.scan import ShardScan, scan_file, scan_shard
 from ..format.sidecars import offsets_sidecar
+from ..io.publish import write_atomic
 from ..io.urls import is_remote
 
 RemoteOpener = Callable[[str], BinaryIO]
@@ -106,10 +107,6 @@ def _record(
 
 
 def _publish(path: str, data: bytes) -> None:
-    """Temp file + rename: a reader never sees half a sidecar. No fsync per file: a kill -9 loses nothing
-    the OS has; the journal line that vouches for it is written after the rename."""
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "wb") as handle:
-        handle.write(data)
-    os.replace(tmp, path)
-    Path(tmp).unlink(missing_ok=True)
+    """A reader never sees half a sidecar. No fsync per file: a kill -9 loses nothing the OS has; the
+    journal line that vouches for it is written after the rename."""
+    write_atomic(Path(path), data, durable=False, unique=True)

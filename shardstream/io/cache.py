@@ -21,9 +21,9 @@ from typing import BinaryIO
 from urllib.parse import urlparse
 
 from shardstream.errors import ShardNotFoundError, ShardReadError
-from shardstream.format.atomic import fsync_dir
 
 from .httpoptions import redact
+from .publish import fsync_dir
 
 __all__ = ["STALE_TEMP_AGE", "ShardCache"]
 
