@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from shardstream.errors import PackError
 from shardstream.format import ShardEntry
+from shardstream.io.journal import JsonLines, changed_options, records
 
 
 @dataclass
@@ -39,33 +38,31 @@ class PackProgress:
 
 
 class Journal:
+    """The pack's journal at ``path``: a header with the options, then a line per published shard, each
+    fsynced (``shardstream/io/journal.py``)."""
+
     def __init__(self, path: Path) -> None:
         self.path = path
+        self._lines = JsonLines(path, durable=True)
 
     def start(self, options: dict[str, Any]) -> None:
-        with open(self.path, "w", encoding="utf-8") as handle:
-            handle.write(json.dumps({"options": options}) + "\n")
-            handle.flush()
-            os.fsync(handle.fileno())
+        self._lines.start({"options": options})
 
     def record(self, progress: PackProgress) -> None:
-        with open(self.path, "a", encoding="utf-8") as handle:
-            handle.write(json.dumps(progress.to_json()) + "\n")
-            handle.flush()
-            os.fsync(handle.fileno())
+        self._lines.append(progress.to_json())
+
+    def close(self) -> None:
+        self._lines.close()
 
     def load(self, options: dict[str, Any]) -> PackProgress:
         """Read the journal back; refuse when the options differ from the interrupted run's."""
         unreadable = f"{self.path}: unreadable resume journal; start over with --overwrite"
-        lines = self.path.read_bytes().splitlines()  # JSON lines hold no raw CR or LF
-        try:
-            header = json.loads(lines[0])  # bytes: any damage (not UTF-8 either) is a ValueError
-        except (IndexError, ValueError) as exc:
-            raise PackError(unreadable) from exc
+        lines = records(self.path)
+        header = next(lines, (0, None))[1]
         before = header.get("options", {}) if isinstance(header, dict) else None
         if not isinstance(before, dict):
             raise PackError(unreadable)
-        changed = sorted(k for k in set(before) | set(options) if before.get(k) != options.get(k))
+        changed = changed_options(before, options)
         if changed:
             detail = ", ".join(f"{k}: {before.get(k)!r} -> {options.get(k)!r}" for k in changed)
             raise PackError(
@@ -73,10 +70,8 @@ class Journal:
                 "or start over with --overwrite"
             )
         progress = PackProgress()
-        for number, line in enumerate(lines[1:], start=2):
-            try:
-                entry = json.loads(line)
-            except ValueError:
+        for number, entry in lines:
+            if entry is None:
                 break  # a line torn by the kill: the shard it names was never recorded, so redo it
             try:
                 shard = entry["shard"]

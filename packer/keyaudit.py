@@ -11,7 +11,12 @@ import heapq
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
+from shardstream.errors import PackError
 from shardstream.io.publish import publishing
+
+from .rejects import RejectsReport
+from .sample import Reject
+from .summary import DUPLICATE_ACROSS_SHARDS
 
 _MAX_OPEN = 256
 
@@ -69,3 +74,16 @@ def find_duplicates(key_files: list[tuple[Path, str]], scratch: Path) -> Iterato
         holders.append(tag)
     if len(holders) > 1:
         yield current, holders  # type: ignore[misc]
+
+
+def audit_keys(files: list[tuple[Path, str]], scratch: Path, rejects: RejectsReport, *, strict: bool) -> int:
+    """Report every key held by more than one shard (``files``: sorted key file, shard name); the count."""
+    count = 0
+    for key, holders in find_duplicates(files, scratch):
+        count += 1
+        where = f"key is in {len(holders)} shards: {', '.join(holders)} (kept in all)"
+        reject = Reject(key, where, DUPLICATE_ACROSS_SHARDS)
+        if strict:
+            raise PackError(f"key {key!r}: {reject.reason} (--strict)")
+        rejects.write(reject)
+    return count

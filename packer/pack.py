@@ -25,7 +25,7 @@ from shardstream.format.constants import END_OF_ARCHIVE, JOURNAL_NAME, WORK_DIR_
 from shardstream.parallel import ordered_map
 
 from .journal import Journal, PackProgress
-from .keyaudit import find_duplicates, write_keys
+from .keyaudit import audit_keys, write_keys
 from .load import holds_its_bytes, load_batch
 from .options import PackOptions
 from .outdir import clear_outputs, existing_outputs
@@ -227,19 +227,6 @@ class Packer:
         return audit_keys(files, self.work, rejects, strict=self.options.strict)
 
 
-def audit_keys(files: list[tuple[Path, str]], scratch: Path, rejects: RejectsReport, *, strict: bool) -> int:
-    """Report every key held by more than one shard (``files``: sorted key file, shard name); the count."""
-    count = 0
-    for key, holders in find_duplicates(files, scratch):
-        count += 1
-        where = f"key is in {len(holders)} shards: {', '.join(holders)} (kept in all)"
-        reject = Reject(key, where, DUPLICATE_ACROSS_SHARDS)
-        if strict:
-            raise PackError(f"key {key!r}: {reject.reason} (--strict)")
-        rejects.write(reject)
-    return count
-
-
 def pack(
     source: str | os.PathLike[str] | Iterable[Any],
     outdir: str | os.PathLike[str],
@@ -269,6 +256,7 @@ def pack(
     with RejectsReport(out / REJECTS_NAME, keep_bytes=packer.progress.rejects_bytes) as rejects:
         resumed_from = len(packer.progress.shards)
         packer.run(rejects)
+        packer.journal.close()
         progress = packer.progress
         if progress.samples == 0:
             packer.journal.path.unlink(missing_ok=True)

@@ -21,7 +21,7 @@ from shardstream.format import (
 from shardstream.format.constants import COLUMNS_NAME, WORK_DIR_NAME
 from shardstream.io.publish import temp_path
 
-from ..pack import audit_keys
+from ..keyaudit import audit_keys
 from ..rejects import RejectsReport
 from ..summary import DUPLICATE_ACROSS_SHARDS, PackSummary, summary_from_index
 from .part import PartResult, part_done

@@ -9,11 +9,12 @@ was written is scanned again too.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 from ..errors import FormatError
+from ..io.journal import JsonLines, changed_options
+from ..io.journal import records as journal_records
 from ..io.publish import write_atomic
 
 OPTIONS_NAME = "options.json"
@@ -23,22 +24,9 @@ def journal_path(work: Path, part: tuple[int, int] | None) -> Path:
     return work / (f"journal-{part[0]:05d}-of-{part[1]:05d}.jsonl" if part else "journal.jsonl")
 
 
-class IndexJournal:
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._handle: Any = None
-
-    def append(self, record: dict[str, Any]) -> None:
-        if self._handle is None:
-            self._handle = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
-        self._handle.write(json.dumps(record, separators=(",", ":")) + "\n")
-        self._handle.flush()  # in the OS's hands: a kill -9 of this process loses nothing written
-
-    def close(self) -> None:
-        if self._handle is not None:
-            os.fsync(self._handle.fileno())
-            self._handle.close()
-            self._handle = None
+def index_journal(path: Path) -> JsonLines:
+    """A part's journal: each line in the OS's hands at once (a kill -9 loses nothing), fsynced at close."""
+    return JsonLines(path, durable=False)
 
 
 def check_options(work: Path, options: dict[str, Any]) -> None:
@@ -50,7 +38,7 @@ def check_options(work: Path, options: dict[str, Any]) -> None:
         except (OSError, json.JSONDecodeError) as exc:
             raise FormatError(f"{path}: unreadable ({exc}); delete {work} to start over") from exc
         if before != options:
-            changed = sorted(k for k in set(before) | set(options) if before.get(k) != options.get(k))
+            changed = changed_options(before, options)
             raise FormatError(
                 f"{work} holds an unfinished index with other options ({', '.join(changed)}); "
                 f"use the same options to continue it, or delete {work} (or pass --restart) to start over"
@@ -61,13 +49,9 @@ def check_options(work: Path, options: dict[str, Any]) -> None:
 
 def load_records(work: Path) -> dict[int, dict[str, Any]]:
     """Every journaled shard of every part, by shard number (a later line for a shard wins)."""
-    records: dict[int, dict[str, Any]] = {}
+    found: dict[int, dict[str, Any]] = {}
     for path in sorted(work.glob("journal*.jsonl")):
-        data = path.read_bytes()
-        for line in data.split(b"\n")[:-1]:  # the last piece lacks its LF when a kill tore it
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # torn mid-line by a crash of the machine: that shard is scanned again
-            records[int(record["shard"])] = record
-    return records
+        for _, record in journal_records(path):
+            if record is not None:  # None: torn mid-line by a crash of the machine; scanned again
+                found[int(record["shard"])] = record
+    return found

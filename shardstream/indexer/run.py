@@ -26,7 +26,7 @@ from ..format.keyfile import KeyFileWriter
 from ..io.publish import write_atomic
 from ..io.urls import is_remote
 from ..parallel import ordered_map
-from .journal import IndexJournal, check_options, journal_path, load_records
+from .journal import check_options, index_journal, journal_path, load_records
 from .keymerge import merge_runs
 from .sources import ShardSource, resolve_source
 from .worker import RemoteOpener, ScanSettings, run_path, scan_batch
@@ -97,7 +97,7 @@ def index_source(text: str, options: IndexOptions) -> IndexSummary:
     records = _still_valid(load_records(work))
     first, stop = _part_range(options.part, len(source.urls))
     todo = [(i, source.urls[i], names[i]) for i in range(first, stop) if i not in records]
-    journal = IndexJournal(journal_path(work, options.part))
+    journal = index_journal(journal_path(work, options.part))
     if options.planned is not None:
         options.planned(len(todo))
     try:
