@@ -114,23 +114,23 @@ class SourceWindows:
     def _stream(self, position: int, touch: Touch) -> Iterator[Item | None]:
         """The run from ``position`` on, in stream order, as read; None where a sample was lost (the
         reader's Recovery counted it). A reader closed meanwhile (``suspend``) reopens where it stood."""
-        name, ahead = self.name, None  # ahead: read past a lost sample, for a later place
+        name, ahead, reader = self.name, None, None  # ahead: read past a lost sample, for a later place
         for segment in self.stream.segments(position, self.end):
             shard, held = segment.shard, self._held
+            if held is not None:
+                for index in range(segment.start, segment.stop):
+                    yield shard, index, {**held[shard, index], "__source__": name}
+                position += segment.stop - segment.start
+                continue
             for index in range(segment.start, segment.stop):
-                if held is not None:
-                    sample = dict(held[shard, index])
-                    sample["__source__"] = name
-                    yield shard, index, sample
-                    continue
-                if self._reader is None or self._at != position:
-                    self._open(position, touch)
-                    ahead = None
-                item = ahead if ahead is not None else next(self._reader, None)  # type: ignore[arg-type]
-                position = self._at = position + 1
+                if reader is None or reader is not self._reader:  # first, or closed for another source
+                    reader, ahead = self._open(position, touch), None
+                item = ahead if ahead is not None else next(reader, None)
+                position += 1
                 if item is not None and item[1] == index and item[0] == shard:
                     ahead = None
-                    self._keep(item)
+                    if self._filling is not None:
+                        self._keep(item)
                     item[2]["__source__"] = name
                     yield item
                 else:
@@ -138,13 +138,14 @@ class SourceWindows:
                     self._give_up()  # a lossy source is read again each pass, its losses counted again
                     yield None
 
-    def _open(self, position: int, touch: Touch) -> None:
+    def _open(self, position: int, touch: Touch) -> Iterator[Item]:
         """A reader of the run from stream position ``position`` on."""
         self.suspend()
         segments = RunSegments(self.stream, position, self.end)
-        self._reader = iter(SampleReader(self.opener, segments, self.recovery))
+        self._reader = reader = iter(SampleReader(self.opener, segments, self.recovery))
         self._at = position
         touch(self)
+        return reader
 
     def _keep(self, item: Item) -> None:
         """Hold a small source's samples as they are read; the whole of it, once one pass is complete."""
