@@ -41,7 +41,12 @@ _SHA256 = re.compile(r"[0-9a-fA-F]{64}")
 
 
 class ShardCache:
-    """Whole objects (shards) by URL in one folder; ``get`` fetches on a miss, then evicts the oldest."""
+    """Whole objects (shards) by URL in one folder; ``get`` fetches on a miss, then evicts the oldest.
+
+    ``cache_dir``: the folder (made if missing; threads and processes may share it). ``cache_size``: bytes
+    kept, an int; after each fetch the least recently used files are deleted until the rest fit (None: no
+    limit; a single object over it is kept, with a warning).
+    """
 
     def __init__(self, cache_dir: str | os.PathLike[str], cache_size: int | None = None) -> None:
         if cache_size is not None and (

@@ -27,7 +27,8 @@ _FATAL = {400: "bad request", 401: "unauthorized", 403: "forbidden", 404: "not f
 
 class HttpStream(io.RawIOBase):
     """A shard's bytes from ``offset`` on (to ``end``, exclusive, when given: one sample's Range request);
-    reconnects mid-body without losing or repeating a byte."""
+    reconnects mid-body without losing or repeating a byte. ``url``: http(s), any user:password in it
+    sent as Basic auth and never shown; ``options``: timeouts, retries, headers, TLS (None: the defaults)."""
 
     def __init__(
         self, url: str, offset: int = 0, options: HttpOptions | None = None, *, end: int | None = None

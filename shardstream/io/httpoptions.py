@@ -41,7 +41,16 @@ def url_credentials(url: str) -> tuple[str, dict[str, str]]:
 
 @dataclass(frozen=True, kw_only=True)
 class HttpOptions:
-    """How to talk to HTTP(S) servers. Headers (tokens) never appear in errors or logs."""
+    """How to talk to HTTP(S) servers. Headers (tokens) never appear in errors or logs.
+
+    Fields: ``connect_timeout`` and ``read_timeout`` (seconds to connect, and to wait for the next bytes),
+    ``retries`` (failures in a row, with no byte read between, that are retried: connection errors, broken
+    bodies, HTTP 429 and 5xx; one more raises; 0: none), ``backoff`` and ``max_backoff`` (seconds: the
+    first wait, doubled each retry, with jitter, and its cap, which also caps a server's Retry-After),
+    ``headers`` (sent with every request, e.g. a token; ``$SHARDSTREAM_HTTP_HEADERS``, a JSON object, adds
+    to and overrides them), ``ca_bundle`` (a PEM file of trusted CAs; None: the defaults), ``verify``
+    (False: no certificate is checked), ``max_redirects`` (redirects followed per request).
+    """
 
     connect_timeout: float = 10.0
     read_timeout: float = 30.0

@@ -32,7 +32,12 @@ _LOCAL = ("file", "pipe")
 
 @dataclass(frozen=True, kw_only=True)
 class OpenOptions:
-    """How shards are reached: HTTP settings and an optional local cache for remote objects."""
+    """How shards are reached: HTTP settings and an optional local cache for remote objects.
+
+    Fields: ``http`` (``HttpOptions`` for http(s) URLs), ``cache_dir`` (a folder where remote shards, indexes
+    and sidecars are copied whole on first read, then read from; None: no cache), ``cache_size`` (bytes the
+    cache keeps, the least recently used deleted first; None: no limit; ``of`` also takes text, "20GB").
+    """
 
     http: HttpOptions = field(default_factory=HttpOptions)
     cache_dir: str | None = None

@@ -31,7 +31,11 @@ _NUMERIC_KINDS = "biufc"  # bool, int, uint, float, complex: the ndarray kinds t
 
 
 class Padded(NamedTuple):
-    """Variable-length tensors padded at the end of one dim; ``lengths[i]`` is sample i's true length."""
+    """Variable-length tensors padded at the end of one dim; ``lengths[i]`` is sample i's true length.
+
+    ``data``: the batch's tensors stacked, each padded (with ``pad_collate``'s ``pad_value``) to the
+    longest along that dim; ``lengths``: an int64 tensor of each sample's length there, before padding.
+    """
 
     data: torch.Tensor
     lengths: torch.Tensor

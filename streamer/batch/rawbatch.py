@@ -34,7 +34,9 @@ class RawBatch:
 
     Per member slot, in sample order: ``slots`` holds (source, start, end), the source being ``-1`` for
     ``block`` or an index into ``files`` ((path, identity) of a shard the member lies in); per sample,
-    its member ``names`` and its other values (``meta``)."""
+    its member ``names`` and its other values (``meta``). ``here``: the mappings of ``files`` themselves,
+    while the batch is still in the process that made it (None, as pickled: each file is mapped again,
+    checked to be the same)."""
 
     __slots__ = ("_block", "_here", "files", "meta", "names", "slots")
 

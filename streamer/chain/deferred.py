@@ -32,7 +32,6 @@ OPEN_SHARDS = 32  # shards kept open at once, least recently used closed first
 _WILLNEED = getattr(os, "POSIX_FADV_WILLNEED", None)
 
 
-
 class _OpenShard:
     """A shard's descriptor and sidecar; the descriptor closes with the last reference to this (a mapping
     handed out in members holds its own)."""

@@ -15,7 +15,10 @@ from .recovery import Recovery
 
 
 class Mapper(Node):
-    """``fn(sample)`` for every sample of ``source``; a ``StreamError`` from ``fn`` is the Recovery's."""
+    """``fn(sample)`` for every sample of ``source``; a ``StreamError`` from ``fn`` is the Recovery's.
+
+    ``recovery``: what such an error costs (None: a Recovery of its own, which raises it).
+    """
 
     def __init__(self, source: Node, fn: Callable[[Any], Any], recovery: Recovery | None = None) -> None:
         super().__init__()

@@ -22,7 +22,13 @@ from .recovery import Recovery
 
 
 class SampleReader(Node):
-    """State: ``{"segment": k, "done": n}`` — n samples of segment k already handed out."""
+    """State: ``{"segment": k, "done": n}`` — n samples of segment k already handed out.
+
+    ``opener``: the ShardOpener that opens shards (offsets, seeks, read-ahead); ``segments``: the worker's
+    segments for the epoch, read in order; ``recovery``: what a damaged sample costs (None: a Recovery of
+    its own, which raises); ``deferred``: behind a shuffle buffer, the DeferredReads whose shards are only
+    named here, by id, and read after the buffer (None: every sample is read here).
+    """
 
     state_keys = frozenset({"segment", "done"})
 

@@ -25,7 +25,14 @@ Locate = Callable[[int, int], "int | None"]  # (shard, sample index) -> byte off
 
 
 class Recovery:
-    """Decides what an error costs; ``owed`` counts the stand-ins not yet paid (StandIns saves it)."""
+    """Decides what an error costs; ``owed`` counts the stand-ins not yet paid (StandIns saves it).
+
+    ``errors``: the policy (None: ``Errors()``, which raises); ``counters``: where skipped samples and
+    failed shards are counted (the dataset's ``SharedState``, summed over workers; None: one of its own);
+    ``counted``: whether a length is promised (counts known, not resampled), so losses owe stand-ins
+    (with ``keep_length``, unless errors raise); ``locate``: ``(shard, index) -> byte offset``, so
+    a decoding error raised names where its sample lies (None: it names no offset).
+    """
 
     def __init__(
         self,

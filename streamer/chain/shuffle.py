@@ -31,7 +31,12 @@ def check_buffer(size: int, initial: int | None) -> int:
 
 
 class ShuffleBuffer(Node):
-    """Fill to ``initial`` before the first sample, then grow to ``size`` while handing samples out."""
+    """Fill to ``initial`` before the first sample, then grow to ``size`` while handing samples out.
+
+    ``source``: the node whose samples are shuffled (its ``read_one`` re-reads a restored buffer);
+    ``size``: samples held at most; ``initial``: None is ``size``; ``seed``: the buffer's random seed
+    (``buffer_seed`` gives one per dataset seed, epoch, rank and worker).
+    """
 
     state_keys = frozenset({"buffer", "rng"})
 

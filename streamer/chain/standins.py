@@ -17,7 +17,11 @@ from .recovery import Recovery
 
 
 class StandIns(Node):
-    """State: ``{"source": ..., "owed": n, "last": [shard, index] | None}``."""
+    """State: ``{"source": ..., "owed": n, "last": [shard, index] | None}``.
+
+    ``source``: the chain before it; ``recovery``: the Recovery shared with the nodes that lose samples,
+    whose ``owed`` count this node pays off.
+    """
 
     state_keys = frozenset({"owed", "last"})
 

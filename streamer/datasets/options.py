@@ -29,7 +29,14 @@ def default_prefetch(first_urls: Iterable[str], readers: int) -> int:
 
 @dataclass(frozen=True, kw_only=True)
 class Placement:
-    """Who reads what: shard order, seed, the epoch's leftover samples, and this process's rank."""
+    """Who reads what: shard order, seed, the epoch's leftover samples, and this process's rank.
+
+    Fields: ``shuffle`` (permute the shard order per ``(seed, epoch)`` and shuffle through the buffer;
+    False: index order), ``seed`` (theirs, and resampled draws'), ``remainder`` (``"drop"`` the at most
+    world - 1 samples an epoch cannot deal equally to the ranks, or ``"pad"`` with samples from the epoch's
+    start), ``resampled`` (draw shards with replacement, endlessly), ``rank`` and ``world_size`` (this
+    process's place; None: from torch.distributed, else ``RANK``/``WORLD_SIZE``, else 0 and 1).
+    """
 
     shuffle: bool = True
     seed: int = 0
@@ -70,7 +77,14 @@ def _distributed_place() -> tuple[int, int] | None:
 
 @dataclass(frozen=True, kw_only=True)
 class Reading:
-    """How samples are reached and held: where shards open, which members are kept, the shuffle buffer."""
+    """How samples are reached and held: where shards open, which members are kept, the shuffle buffer.
+
+    Fields: ``open`` (``OpenOptions``: HTTP settings and the cache), ``fields`` (the member extensions kept;
+    None: all), ``buffer_size`` and ``initial`` (samples in the shuffle buffer, and gathered before the
+    first leaves it; None: all of it), ``prefetch`` and ``prefetch_bytes`` (shards read ahead per reader,
+    and bytes fetched ahead of each), ``zero_copy`` (members as views of mapped local shards) and
+    ``defer_reads`` (behind a shuffle buffer, read local samples as they leave it), as in ShardDataset.
+    """
 
     open: OpenOptions = field(default_factory=OpenOptions)
     fields: tuple[str, ...] | None = None  # members kept (others dropped before any buffering)
@@ -91,7 +105,12 @@ class Reading:
 
 @dataclass(frozen=True, kw_only=True)
 class Errors:
-    """What a damaged sample does: raise, or skip it (with a warning or not), keeping the rank's length."""
+    """What a damaged sample does: raise, or skip it (with a warning or not), keeping the rank's length.
+
+    Fields: ``on_error`` (``"raise"`` the error; ``"skip"`` the sample quietly; ``"warn"``: skip it with a
+    warning), ``keep_length`` (when counts are known, stand in for each skipped sample by repeating the
+    next, so every rank keeps its length; False: the rank yields fewer).
+    """
 
     on_error: str = "raise"
     keep_length: bool = True

@@ -70,7 +70,7 @@ class ShardDataset(StreamBase):
 
     Reading: ``http`` (``HttpOptions``: timeouts, retries, headers, TLS), ``cache_dir`` and ``cache_size``
     (a local cache of remote shards, LRU under the size), ``prefetch`` (shards read ahead per worker;
-    None: 2 for remote shards, 0 for local ones), ``prefetch_bytes`` (read-ahead per request),
+    None: 2 for remote shards, 0 for local ones), ``prefetch_bytes`` (bytes fetched ahead of each),
     ``zero_copy`` (members as read-only memoryviews into mapped local shards; needs ``decode=False``),
     ``defer_reads`` (behind a shuffle buffer, hold ids and read a local shard's sample as it leaves).
     """

@@ -29,9 +29,14 @@ from .shard import make_decoder
 class ShardMap(Dataset):  # type: ignore[type-arg]
     """Map-style dataset over a shardstream index (``shardstream pack`` or ``shardstream index``).
 
-    ``source`` is the index's path, folder or URL. Decoding options are ``ShardDataset``'s. ``[i]`` is the
-    i-th sample in index order (negative i counts from the end); ``.get(key)`` the first sample whose
-    ``__key__`` is ``key``. Out of range is an ``IndexError``, an unknown key a ``KeyError``.
+    ``source`` is the index's path, folder or URL. ``[i]`` is the i-th sample in index order (negative i
+    counts from the end); ``.get(key)`` the first sample whose ``__key__`` is ``key``. Out of range is an
+    ``IndexError``, an unknown key a ``KeyError``.
+
+    ``fields``, ``decode``, ``image``, ``image_size``, ``audio_rate``, ``audio_mono``, ``video_frames``,
+    ``decoders`` (decoding), ``http``, ``cache_dir`` and ``cache_size`` (reaching shards) are
+    ``ShardDataset``'s. ``offsets_cache``: shards whose offsets sidecars are kept in memory, the most
+    recently read (at least 1).
     """
 
     def __init__(

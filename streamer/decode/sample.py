@@ -41,7 +41,14 @@ IMAGE_MODES = ("pil", "numpy", "torch", "raw")
 
 @dataclass(frozen=True, kw_only=True)
 class DecodeOptions:
-    """What decoding makes of members; checked once, when made."""
+    """What decoding makes of members; checked once, when made.
+
+    Fields: ``image`` (what images become), ``image_size`` (N: the shorter side at least N, reduced
+    cheaply; (height, width): exactly that; None: as stored; see the module docstring), ``audio_rate``
+    (resample to this many Hz; None: the file's rate), ``audio_mono`` (average the channels into one),
+    ``video_frames`` (N evenly spaced frames, first and last included; None: every frame), ``decoders``
+    (``{"ext": fn}``), ``fields`` (None: every member, decoded or kept as bytes).
+    """
 
     image: str = "pil"  # pil, numpy (HWC uint8), torch (CHW uint8), raw (bytes kept)
     image_size: int | tuple[int, int] | None = None
@@ -77,7 +84,8 @@ class DecodeOptions:
 class SampleDecoder:
     """Turn a sample's member bytes into Python objects by extension; see the module docstring.
 
-    ``SampleDecoder(image="torch", ...)`` takes DecodeOptions' fields as keywords, or one DecodeOptions.
+    ``options``: one DecodeOptions; or DecodeOptions' fields as keywords, ``SampleDecoder(image="torch",
+    ...)``; not both (neither: the defaults).
     """
 
     def __init__(self, options: DecodeOptions | None = None, **kwargs: Any) -> None:

@@ -49,7 +49,8 @@ class Mixture(StreamBase):
     ``prefetch_bytes`` are ShardDataset's and apply to all sources. ``buffer_size``: shared by the sources
     in proportion to their budgets (at least one sample each); each source shuffles its window of it.
     ``max_open``: sources with an open reader at once per worker (the least recently used is closed).
-    ``stratify=B`` (the DataLoader's batch size): every batch holds floor or ceil of each source's share.
+    ``stratify``: the DataLoader's batch size B; every batch then holds floor or ceil of each source's
+    share (None: the plain order, within one sample of each share at every prefix).
     """
 
     def __init__(

@@ -26,7 +26,15 @@ DECODE_KEYS = ("image", "image_size", "audio_rate", "audio_mono", "video_frames"
 
 @dataclass(frozen=True)
 class MixSource:
-    """One source of a mixture: where it is, how much of it an epoch reads, how its samples decode."""
+    """One source of a mixture: where it is, how much of it an epoch reads, how its samples decode.
+
+    ``path``: the packer's index (its path, folder or URL; it must have counts). ``name``: what errors and
+    the samples' ``__source__`` call it (None: the folder's name). Exactly one of ``weight`` (what the
+    ``repeat`` and ``samples`` sources leave of the epoch is shared in proportion to the weights),
+    ``repeat`` (passes over the source per epoch, fractions allowed) or ``samples`` (samples per epoch).
+    ``fields``, ``decode``, ``image``, ``image_size``, ``audio_rate``, ``audio_mono``, ``video_frames``
+    and ``decoders`` are ShardDataset's, for this source's samples alone.
+    """
 
     path: str | os.PathLike[str]
     name: str | None = None

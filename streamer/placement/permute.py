@@ -35,7 +35,12 @@ def mix(x: np.ndarray) -> np.ndarray:
 
 
 class Permutation:
-    """A bijection on [0, n) keyed by (seed, epoch, salt)."""
+    """A bijection on [0, n) keyed by (seed, epoch, salt).
+
+    ``n``: the size (at least 1); ``seed`` and ``epoch``: the key, another order for each pair; ``salt``:
+    a label that keeps permutations made for different purposes apart (default: the shard order's);
+    ``native``: the C loop when it is built (False: numpy's, bit for bit the same).
+    """
 
     def __init__(self, n: int, seed: int, epoch: int, salt: str = "shards", *, native: bool = True) -> None:
         if n < 1:

@@ -28,7 +28,8 @@ REMAINDERS = ("drop", "pad")
 
 @dataclass(frozen=True)
 class Segment:
-    """Samples [start, stop) of shard ``shard``; ``stop`` None means to the shard's end (count unknown)."""
+    """Samples ``start`` to ``stop`` (exclusive, by index in the shard) of shard ``shard`` (its number in
+    the ShardList); ``stop`` None means to the shard's end (count unknown)."""
 
     shard: int
     start: int

@@ -63,7 +63,14 @@ class _Sidecars(Sequence[str]):
 
 
 class ShardList:
-    """Shard URLs plus, when an index is known, their sample counts."""
+    """Shard URLs plus, when an index is known, their sample counts.
+
+    Usually made by ``from_source``. ``urls``: the shards' URLs or paths, computed on demand (a pattern,
+    a list); ``counts``: samples per shard, an int64 array (None: unknown, no index); ``source``: what the
+    shards came from, as errors show it; ``digests``: sha256 per shard, checked when a shard is cached
+    (None: none); ``offsets_urls``: where offsets sidecars are kept apart from their shards (None: beside
+    each shard); ``keys_url``: the index's sorted key file, for lookup by key (None: none).
+    """
 
     def __init__(
         self,
