@@ -141,10 +141,10 @@ class Packer:
         media = o.media if o.media.active else None
         # Skipping on resume parses the source but opens no media file.
         remaining = islice(iter(plans), self.progress.position, None)
+        inline = None if media is not None else holds_its_bytes
         loaded = ordered_map(
-            load_batch, remaining, workers=o.workers, args=(media,), pool=self.pool,
-            inline=None if media is not None else holds_its_bytes,
-        )  # fmt: skip
+            load_batch, remaining, workers=o.workers, args=(media,), pool=self.pool, inline=inline
+        )
         position = self.progress.position
         try:
             for item in loaded:

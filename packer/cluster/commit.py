@@ -127,9 +127,13 @@ def _summary(
         data = store.read(INDEX_NAME)
         index = DatasetIndex.from_json((data or b"").decode("utf-8"), source=f"{store.shown}/{INDEX_NAME}")
     return summary_from_index(
-        store.shown, started, index=index, oversized=oversized, resumed_from_shard=resumed,
+        store.shown,
+        started,
+        index=index,
+        oversized=oversized,
+        resumed_from_shard=resumed,
         has_rejects=store.exists(REJECTS_NAME),
-    )  # fmt: skip
+    )
 
 
 def _write_rejects(store: Store, plan: Plan, results: list[PartResult], keys: list[tuple[str, str]]) -> int:

@@ -114,16 +114,23 @@ class ShardColumns(Sequence[ShardEntry]):
                 f"{source}: not a shardstream columns file (it does not start {COLUMNS_MAGIC!r})"
             )
         if layout != LAYOUT_VERSION or flags & ~(FLAG_SHA256 | FLAG_ALL_SHA256 | FLAG_NAMES):
-            raise FormatError(f"{source}: columns layout {layout} (flags {flags}); this shardstream reads "
-                              f"layout {LAYOUT_VERSION}")  # fmt: skip
+            raise FormatError(
+                f"{source}: columns layout {layout} (flags {flags}); this shardstream reads "
+                f"layout {LAYOUT_VERSION}"
+            )
         if bool(flags & FLAG_NAMES) == (pattern is not None):
             held = "holds" if flags & FLAG_NAMES else "lacks"
             raise FormatError(f"{source}: {held} shard names, but the index's pattern is {pattern!r}")
         self.data, self.flags, self.source, self.pattern = data, flags, source, pattern
         self._sections: dict[str, tuple[int, int]] = {}
         at = HEADER.size
-        sizes = (("samples", 8 * n, True), ("bytes", 8 * n, True), ("sha256", 32 * n, flags & FLAG_SHA256),
-                 ("offsets", 8 * (n + 1), flags & FLAG_NAMES), ("names", blob, blob))  # fmt: skip
+        sizes = (
+            ("samples", 8 * n, True),
+            ("bytes", 8 * n, True),
+            ("sha256", 32 * n, flags & FLAG_SHA256),
+            ("offsets", 8 * (n + 1), flags & FLAG_NAMES),
+            ("names", blob, blob),
+        )
         for name, size, present in sizes:
             if present:
                 self._sections[name] = (at, at + size)

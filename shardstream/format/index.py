@@ -104,8 +104,9 @@ class DatasetIndex:
         return "{\n" + ",\n".join(lines) + "\n}\n"
 
     @classmethod
-    def from_json(cls, text: str, *, source: str = "index", read_columns: ReadColumns | None = None
-                  ) -> DatasetIndex:  # fmt: skip
+    def from_json(
+        cls, text: str, *, source: str = "index", read_columns: ReadColumns | None = None
+    ) -> DatasetIndex:
         """``read_columns`` reads a file beside the index (for version 2): a name in, bytes or None out."""
         try:
             doc = json.loads(text)
@@ -115,8 +116,10 @@ class DatasetIndex:
             raise FormatError(f'{source}: not a {FORMAT_NAME} index (no "format": "{FORMAT_NAME}")')
         version = doc.get("version")
         if version not in (FORMAT_VERSION, FORMAT_VERSION_COLUMNS) or isinstance(version, bool):
-            raise FormatError(f"{source}: index version {version!r}; this shardstream reads versions "
-                              f"{FORMAT_VERSION} and {FORMAT_VERSION_COLUMNS}")  # fmt: skip
+            raise FormatError(
+                f"{source}: index version {version!r}; this shardstream reads versions "
+                f"{FORMAT_VERSION} and {FORMAT_VERSION_COLUMNS}"
+            )
         try:
             pattern = doc["pattern"]
             if pattern is not None and not isinstance(pattern, str):
@@ -174,26 +177,35 @@ class DatasetIndex:
         write_atomic(path, self.to_json_with_columns(record).encode("utf-8"))
 
 
-def _read_columns(doc: dict[str, Any], pattern: str | None, source: str, read: ReadColumns | None
-                  ) -> ShardColumns:  # fmt: skip
+def _read_columns(
+    doc: dict[str, Any], pattern: str | None, source: str, read: ReadColumns | None
+) -> ShardColumns:
     """A version-2 index's columns file, checked against the size and sha256 the index records for it."""
     record = doc["columns"]
     name = _relative_folder(record["name"], source)
     size, sha256 = int(record["bytes"]), str(record["sha256"])
     where = _beside(source, str(name))
     if read is None:
-        raise FormatError(f"{source}: a version-2 index keeps its shards in {where}; read it with "
-                          "DatasetIndex.load(path) or pass read_columns")  # fmt: skip
+        raise FormatError(
+            f"{source}: a version-2 index keeps its shards in {where}; read it with "
+            "DatasetIndex.load(path) or pass read_columns"
+        )
     data = read(str(name))
     if data is None:
-        raise FormatError(f"{where}: missing; the index {source} keeps its shards there (copy the two files "
-                          "together), or rebuild the index (shardstream index / pack)")  # fmt: skip
+        raise FormatError(
+            f"{where}: missing; the index {source} keeps its shards there (copy the two files "
+            "together), or rebuild the index (shardstream index / pack)"
+        )
     if len(data) != size:
-        raise FormatError(f"{where}: {len(data)} bytes, the index {source} says {size} (truncated, or saved "
-                          f"with another index): {_REBUILD}")  # fmt: skip
+        raise FormatError(
+            f"{where}: {len(data)} bytes, the index {source} says {size} (truncated, or saved "
+            f"with another index): {_REBUILD}"
+        )
     if hashlib.sha256(data).hexdigest() != sha256:
-        raise FormatError(f"{where}: sha256 differs from the one the index {source} records (damaged, or "
-                          f"saved with another index): {_REBUILD}")  # fmt: skip
+        raise FormatError(
+            f"{where}: sha256 differs from the one the index {source} records (damaged, or "
+            f"saved with another index): {_REBUILD}"
+        )
     columns = ShardColumns(data, pattern=pattern, source=where)
     totals = doc.get("totals")
     counted = totals.get("shards") if isinstance(totals, dict) else None

@@ -75,11 +75,10 @@ def member_header(name: str, size: int) -> bytes:
         # The common case, from a template: only the name, size and checksum change (~5x faster).
         name_bytes = name.encode("ascii")
         size_field = b"%011o\0" % size
-        checksum = _FIXED_SUM + sum(name_bytes) + sum(size_field)
+        checksum = b"%06o\0 " % (_FIXED_SUM + sum(name_bytes) + sum(size_field))
         return b"".join(
-            (name_bytes, bytes(100 - len(name_bytes)), _MODE_IDS, size_field, _MTIME,
-             b"%06o\0 " % checksum, _TAIL)
-        )  # fmt: skip
+            (name_bytes, bytes(100 - len(name_bytes)), _MODE_IDS, size_field, _MTIME, checksum, _TAIL)
+        )
     name_bytes = name.encode("utf-8")
     split = _split_ustar(name_bytes) if name.isascii() else None
     records = b""

@@ -90,10 +90,16 @@ def index_source(text: str, options: IndexOptions) -> IndexSummary:
     sidecars = None if beside else str(out / SIDECARS_DIR)
     if sidecars is not None:
         os.makedirs(sidecars, exist_ok=True)
-    check_options(work, {"source": source.text, "shards": len(source.urls), "checksum": options.checksum,
-                         "partial": options.partial, "sidecars": sidecars is not None})  # fmt: skip
-    settings = ScanSettings(options.checksum, options.partial, str(work / "keys"), sidecars,
-                            options.open_remote)  # fmt: skip
+    recorded = {
+        "source": source.text,
+        "shards": len(source.urls),
+        "checksum": options.checksum,
+        "partial": options.partial,
+        "sidecars": sidecars is not None,
+    }
+    check_options(work, recorded)
+    keys = str(work / "keys")
+    settings = ScanSettings(options.checksum, options.partial, keys, sidecars, options.open_remote)
     records = _still_valid(load_records(work))
     first, stop = _part_range(options.part, len(source.urls))
     todo = [(i, source.urls[i], names[i]) for i in range(first, stop) if i not in records]
@@ -205,9 +211,9 @@ def _count(
         kind = _kind(record, partial)
         if kind is not None:
             summary.skipped[kind] = summary.skipped.get(kind, 0) + 1
-            summary.problems.append({"shard": redact_url(record["url"]), "kind": kind,
-                                     "offset": record["offset"],
-                                     "reason": record["damage"] or "no samples"})  # fmt: skip
+            shard, reason = redact_url(record["url"]), record["damage"] or "no samples"
+            problem = {"shard": shard, "kind": kind, "offset": record["offset"], "reason": reason}
+            summary.problems.append(problem)
         if _kept(record, partial):
             summary.shards += 1
             summary.samples += record["samples"]
@@ -216,14 +222,20 @@ def _count(
 
 
 def _commit(
-    source: ShardSource, names: list[str], records: dict[int, dict[str, Any]], out: Path, work: Path,
-    sidecars: str | None, options: IndexOptions, summary: IndexSummary,
-) -> None:  # fmt: skip
+    source: ShardSource,
+    names: list[str],
+    records: dict[int, dict[str, Any]],
+    out: Path,
+    work: Path,
+    sidecars: str | None,
+    options: IndexOptions,
+    summary: IndexSummary,
+) -> None:
     _count(summary, records, 0, len(source.urls), options.partial)
     for url, reason in source.skipped:
         summary.skipped["compressed-shard"] = summary.skipped.get("compressed-shard", 0) + 1
-        summary.problems.append({"shard": redact_url(url), "kind": "compressed-shard", "offset": None,
-                                 "reason": reason})  # fmt: skip
+        problem = {"shard": redact_url(url), "kind": "compressed-shard", "offset": None, "reason": reason}
+        summary.problems.append(problem)
     kept = [i for i in range(len(source.urls)) if _kept(records[i], options.partial)]
     if not kept:
         raise ValueError(f"source {source.text!r}: no shard holds a readable sample; see the problems above")
@@ -244,12 +256,21 @@ def _commit(
     summary.duplicate_keys = writer.repeated
     _write_rejects(out / REJECTS_NAME, summary.problems)
     pattern = _infer_pattern([names[i] for i in kept])
+    made_with = {
+        "indexed_from": redact_url(source.text),
+        "checksum": options.checksum,
+        "partial": options.partial,
+    }
     index = DatasetIndex(
-        pattern=pattern, shards=entries, fields=fields, field_bytes=field_bytes,
-        options={"indexed_from": redact_url(source.text), "checksum": options.checksum,
-                 "partial": options.partial},
-        rejected=dict(summary.skipped), sidecars=None if sidecars is None else SIDECARS_DIR, keys=KEYS_NAME,
-    )  # fmt: skip
+        pattern=pattern,
+        shards=entries,
+        fields=fields,
+        field_bytes=field_bytes,
+        options=made_with,
+        rejected=dict(summary.skipped),
+        sidecars=None if sidecars is None else SIDECARS_DIR,
+        keys=KEYS_NAME,
+    )
     index.save(out / INDEX_NAME)
     shutil.rmtree(work, ignore_errors=True)
     summary.index, summary.pattern = str(out / INDEX_NAME), pattern

@@ -57,8 +57,8 @@ def scan_one(shard: int, url: str, name: str, settings: ScanSettings) -> dict[st
             info = os.stat(url)
             stat = [info.st_size, info.st_mtime_ns]
         except FileNotFoundError:
-            return _record(shard, url, ShardScan(damage="missing: no such file", damage_offset=None), None, 0,
-                           missing=True)  # fmt: skip
+            gone = ShardScan(damage="missing: no such file", damage_offset=None)
+            return _record(shard, url, gone, None, 0, missing=True)
         except OSError as exc:
             scan = ShardScan(damage=f"cannot stat: {exc.strerror or exc}", damage_offset=None)
             return _record(shard, url, scan, None, 0)
