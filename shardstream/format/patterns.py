@@ -128,3 +128,23 @@ def shard_pattern(prefix: str, count: int, digits: int | None = None) -> str:
     if count == 1:
         return shard_name(prefix, 0, digits)
     return f"{prefix}-{{{0:0{digits}d}..{count - 1:0{digits}d}}}{SHARD_SUFFIX}"
+
+
+_NUMBERED = re.compile(r"^(.*?)(\d+)(\D*)$")
+
+
+def infer_pattern(names: list[str]) -> str | None:
+    """A brace pattern giving exactly ``names`` in order (consecutive numbers, one width), else None."""
+    if any("{" in name for name in (names[0], names[-1])):
+        return None  # a literal brace would read back as a pattern
+    if len(names) == 1:
+        return names[0]
+    first = _NUMBERED.match(names[0])
+    if first is None:
+        return None
+    prefix, digits, suffix = first.groups()
+    width, start = len(digits), int(digits)
+    for offset, name in enumerate(names):
+        if name != f"{prefix}{start + offset:0{width}d}{suffix}":
+            return None
+    return f"{prefix}{{{start:0{width}d}..{start + len(names) - 1:0{width}d}}}{suffix}"

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import time
 from collections.abc import Callable, Iterator
@@ -23,6 +22,7 @@ from ..errors import redact_url
 from ..format.constants import INDEX_NAME, INDEX_WORK_NAME, KEYS_NAME, REJECTS_NAME, SIDECARS_DIR
 from ..format.index import DatasetIndex, ShardEntry
 from ..format.keyfile import KeyFileWriter
+from ..format.patterns import infer_pattern
 from ..io.publish import write_atomic
 from ..io.urls import is_remote
 from ..parallel import ordered_map
@@ -255,7 +255,7 @@ def _commit(
         merge_runs([run_path(str(work / "keys"), i) for i in kept], writer, work, remap)
     summary.duplicate_keys = writer.repeated
     _write_rejects(out / REJECTS_NAME, summary.problems)
-    pattern = _infer_pattern([names[i] for i in kept])
+    pattern = infer_pattern([names[i] for i in kept])
     made_with = {
         "indexed_from": redact_url(source.text),
         "checksum": options.checksum,
@@ -283,23 +283,3 @@ def _write_rejects(path: Path, problems: list[dict[str, Any]]) -> None:
     keys = (("source", "shard"), ("reason", "reason"), ("kind", "kind"), ("offset", "offset"))
     lines = [json.dumps({name: problem[key] for name, key in keys}) for problem in problems]
     write_atomic(path, ("\n".join(lines) + "\n").encode("utf-8"))
-
-
-_NUMBERED = re.compile(r"^(.*?)(\d+)(\D*)$")
-
-
-def _infer_pattern(names: list[str]) -> str | None:
-    """A brace pattern giving exactly ``names`` in order (consecutive numbers, one width), else None."""
-    if any("{" in name for name in (names[0], names[-1])):
-        return None  # a literal brace would read back as a pattern
-    if len(names) == 1:
-        return names[0]
-    first = _NUMBERED.match(names[0])
-    if first is None:
-        return None
-    prefix, digits, suffix = first.groups()
-    width, start = len(digits), int(digits)
-    for offset, name in enumerate(names):
-        if name != f"{prefix}{start + offset:0{width}d}{suffix}":
-            return None
-    return f"{prefix}{{{start:0{width}d}..{start + len(names) - 1:0{width}d}}}{suffix}"

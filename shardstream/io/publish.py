@@ -65,8 +65,10 @@ class Publishing:
 
     def abort(self) -> None:
         """Close and remove the temp file; the final name keeps what it had."""
-        self.handle.close()
-        self.temp.unlink(missing_ok=True)
+        try:
+            self.handle.close()  # may fail again after a failed write: the temp file goes all the same
+        finally:
+            self.temp.unlink(missing_ok=True)
 
 
 @contextmanager
