@@ -123,9 +123,16 @@ def import_before_clock(lib: str) -> None:
     import torch.utils.data  # noqa: F401
 
     if lib == "ours":
+        import importlib
+
         import streamer
-        import streamer.datasets.shard
-        import streamer.decode.sample  # noqa: F401
+
+        # What ShardDataset loads on construction, in the layout of the streamer on the path: --baseline may
+        # name code from before it was split into folders (asked by folder, not by a failed import, which
+        # an editable install of today's tree would answer with today's module).
+        split = (Path(streamer.__file__).parent / "datasets").is_dir()
+        for module in ("datasets.shard", "decode.sample") if split else ("dataset", "decode"):
+            importlib.import_module(f"streamer.{module}")
 
         # The streamer decodes plain JPEGs to tensors with torchcodec when it is installed.
         with contextlib.suppress(ImportError, OSError, RuntimeError):
