@@ -6,8 +6,8 @@ Two checkouts (``--baseline``: the code before the issue, commit 0bf9bfe, defaul
 ``PYTHONPATH=<checkout>`` (children in ``one_chain_children.py``; both layouts export
 ``from streamer import ShardDataset, Mixture``). Make the baseline with ``git worktree add --detach
 /work/wt-base 0bf9bfe`` and copy the built ``_tarscan``, ``_order`` and ``_interleave`` ``.so`` files into
-its ``shardstream/format/`` and ``streamer/`` (the old flat layout; same C sources). Contenders take turns round by round, the order
-alternating between rounds, so a noisy neighbour hits all alike.
+its ``shardstream/format/`` and ``streamer/`` (the old flat layout; same C sources). Contenders take
+turns round by round, the order alternating between rounds, so a noisy neighbour hits all alike.
 
 1. ``memory``  2,000 512x512 JPEGs (~76 KB, 3 shards of <=64 MB), ``image="torch"``, ``buffer_size=1000``,
                shuffle, seed 0: ``ShardDataset(index)`` vs ``Mixture([{path, weight 1}])``. Per run: peak
