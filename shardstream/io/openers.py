@@ -192,8 +192,11 @@ def read_small(url: str, options: OpenOptions | None = None) -> bytes | None:
         return None
 
 
-def read_range(url: str, start: int, end: int, options: OpenOptions | None = None) -> bytes:
-    """Bytes [start, end) of an object: one pread locally, one bounded Range request over HTTP or fsspec."""
+def read_range(
+    url: str, start: int, end: int, options: OpenOptions | None = None, *, sha256: str | None = None
+) -> bytes:
+    """Bytes [start, end) of an object: one pread locally, one bounded Range request over HTTP or fsspec;
+    with a cache, from the cached copy (``sha256``: what a fresh fetch must hash to, as ``open_stream``)."""
     options = options or OpenOptions()
     scheme = scheme_of(url)
     if scheme == "file":
@@ -210,7 +213,7 @@ def read_range(url: str, start: int, end: int, options: OpenOptions | None = Non
     elif _is_fsspec(scheme) and options.cache_dir is None and not is_compressed(url):
         data = cat(url, start, end)  # a stream would read ahead a block (s3fs: 50 MiB) past one sample
     else:
-        with open_stream(url, start, options) as stream:
+        with open_stream(url, start, options, sha256=sha256) as stream:
             data = _read_exactly(stream, end - start)
     if len(data) != end - start:
         raise ShardReadError(

@@ -146,7 +146,7 @@ class ShardOpener:
         if offsets is not None and index + 1 < len(offsets):
             url = self.shards.urls[shard]
             start, end = int(offsets[index]), int(offsets[index + 1])
-            data = read_range(url, start, end, self.options)
+            data = read_range(url, start, end, self.options, sha256=self.shards.sha256(shard))
             sample = sample_in(data, data, 0, len(data), url=url, start=start, end=end)
             return self.keep_fields(sample)
         samples, stream = self.samples(shard, index)

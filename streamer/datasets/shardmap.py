@@ -22,8 +22,8 @@ from shardstream.io.httpoptions import HttpOptions
 from shardstream.io.openers import OpenOptions, read_range, read_small
 
 from ..chain.opener import ShardOpener
+from ..decode.make import make_decoder
 from ..placement.shards import ShardList
-from .shard import make_decoder
 
 
 class ShardMap(Dataset):  # type: ignore[type-arg]
