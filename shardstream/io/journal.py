@@ -28,14 +28,14 @@ class JsonLines:
         """Begin the file afresh with one record (a header: the options of the run)."""
         self.close()
         with open(self.path, "w", encoding="utf-8") as handle:
-            handle.write(json.dumps(first, separators=(",", ":")) + "\n")
+            handle.write(_line(first))
             handle.flush()
             os.fsync(handle.fileno())  # appends then open the file O_APPEND: they land after anything
 
     def append(self, record: Mapping[str, Any]) -> None:
         if self._handle is None:
             self._handle = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
-        self._handle.write(json.dumps(record, separators=(",", ":")) + "\n")
+        self._handle.write(_line(record))
         self._handle.flush()
         if self.durable:
             os.fsync(self._handle.fileno())
@@ -45,6 +45,10 @@ class JsonLines:
             os.fsync(self._handle.fileno())
             self._handle.close()
             self._handle = None
+
+
+def _line(record: Mapping[str, Any]) -> str:
+    return json.dumps(record, separators=(",", ":")) + "\n"
 
 
 def whole_lines(path: Path) -> list[bytes]:

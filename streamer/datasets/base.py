@@ -70,7 +70,7 @@ class StreamBase(IterableDataset):
         read it from their own copies, so this one would otherwise hand it to the next epoch's workers too.
         """
         self._shared.epoch = epoch
-        pending = getattr(self, "_pending", None)
+        pending = self._pending
         if pending is not None and epoch > int(pending.get("epoch", epoch)):
             self._pending = None
 

@@ -175,10 +175,9 @@ class SourceWindows:
             ids = [(s.shard, i) for s in self.stream.segments(lo, hi) for i in range(s.start, s.stop)]
             return [(shard, index, dict(held[shard, index])) for shard, index in ids]
         if self._reader is None or self._at != lo:  # not simply the window after the last one: reopen
-            self.suspend()
-            segments = RunSegments(self.stream, lo, self.end)
-            self._reader = iter(SampleReader(self.opener, segments, self.recovery))
-        touch(self)
+            self._open(lo, touch)
+        else:
+            touch(self)
         self._at = hi
         expected = [(seg.shard, seg.start, seg.stop) for seg in self.stream.segments(lo, hi)]
         size, back = hi - lo, self._back
