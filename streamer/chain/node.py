@@ -73,8 +73,10 @@ class Node(Iterator[Item]):
 def saved_state_of(kind: type[Node], state: Any) -> dict[str, Any] | None:
     """The state of the first node of type ``kind`` in a saved chain's state (outermost first, each inner
     node's state under ``"source"``), known by the keys ``kind`` owns; None when the chain has none."""
-    while isinstance(state, Mapping):
+    seen: set[int] = set()
+    while isinstance(state, Mapping) and id(state) not in seen:  # a state that holds itself ends the walk
         if kind.state_keys and kind.state_keys <= state.keys():
             return dict(state)
+        seen.add(id(state))
         state = state.get("source")
     return None

@@ -108,3 +108,13 @@ def test_a_node_continues_from_any_saved_state_exactly(name, data):
         if stop and type(chain).state_keys:  # a Mapper or Fetch owns no keys: its state is its source's
             own = saved_state_of(type(chain), state)
             assert own is not None and type(chain).state_keys <= own.keys()
+
+
+def test_finding_a_node_state_ends_on_a_state_that_holds_itself():
+    """A hostile checkpoint (a pickled dict whose "source" is itself) must not hang a restore."""
+    from streamer.chain.reader import SampleReader
+
+    looped: dict = {"owed": 0}
+    looped["source"] = looped
+    assert saved_state_of(SampleReader, looped) is None
+    assert saved_state_of(SampleReader, {"source": {"segment": 1, "done": 2}}) == {"segment": 1, "done": 2}
