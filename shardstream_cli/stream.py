@@ -33,12 +33,13 @@ ZeroCopy = Annotated[
     ),
 ]
 DeferReads = Annotated[
-    bool,
+    bool | None,
     typer.Option(
         "--defer-reads/--front-to-back",
         help="Shuffled local shards with sidecars: read each sample as it leaves the shuffle buffer (one "
-        "pread; the buffer holds ids), or read every shard front to back (compare the two where random "
-        "reads are slow, e.g. a network filesystem).",
+        "pread; the buffer holds ids), or read every shard front to back. Neither: by sample size "
+        "(shards whose samples average under 16 KiB are read front to back).",
+        show_default=False,
     ),
 ]
 
@@ -52,7 +53,7 @@ def stream_command(
     world_size: WorldSize = 1,
     on_error: OnError = "raise",
     zero_copy: ZeroCopy = False,
-    defer_reads: DeferReads = True,
+    defer_reads: DeferReads = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Stream a dataset as training would and report samples/s, members seen and errors.
@@ -64,8 +65,6 @@ def stream_command(
     try:
         if zero_copy and is_mixture(source):
             raise ValueError("--zero-copy reads one dataset, not a mixture")
-        if not defer_reads and is_mixture(source):
-            raise ValueError("--front-to-back reads one dataset; a mixture always reads its shards in order")
         dataset = _dataset(
             source,
             decode=decode and not zero_copy,
@@ -110,7 +109,7 @@ def _dataset(
     world_size: int,
     on_error: str,
     zero_copy: bool = False,
-    defer_reads: bool = True,
+    defer_reads: bool | None = None,
 ) -> Any:
     """A ShardDataset, or a Mixture when ``source`` is a mixture's YAML file."""
     if not is_mixture(source):
@@ -133,6 +132,8 @@ def _dataset(
     if not decode:
         sources = [{**s, "decode": False} for s in sources]
     try:
+        if defer_reads is not None:
+            options = {**options, "defer_reads": defer_reads}
         return Mixture(sources, **{**options, "rank": rank, "world_size": world_size, "on_error": on_error})
     except ValueError as exc:
         raise ValueError(f"{source}: {exc}") from exc

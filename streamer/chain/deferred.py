@@ -6,7 +6,10 @@ same, sample for sample. The price is one positioned read (pread) per sample ins
 stream; so that the disk still reads in order, the pages of the ids entering the buffer are requested
 ahead (``posix_fadvise`` WILLNEED) and the random hand-out finds them in the page cache. Only plain
 local shards with an offsets sidecar defer; the others (HTTP, pipes, compressed, no sidecar) are read
-as they enter, as before. ``ShardDataset(defer_reads=False)`` reads every shard front to back.
+as they enter, as before. By default a shard whose samples average under ``SMALL_SAMPLE`` bytes is read
+as its samples enter too: for small samples the pread costs more than holding their bytes (measured in
+``benchmarks/results/one-chain-2026-12-04.md``), and a buffer of them holds at most ``buffer_size`` x
+``SMALL_SAMPLE`` bytes. ``defer_reads=True`` defers every shard that can; ``False`` none.
 """
 
 from __future__ import annotations
@@ -29,6 +32,10 @@ from .recovery import Recovery
 DEFERRED = None  # the sample of an item whose bytes are read when it is handed out (a sample is a dict)
 ADVISE_BYTES = 8 << 20  # how far ahead of the ids entering the buffer their pages are requested
 OPEN_SHARDS = 32  # shards kept open at once, least recently used closed first
+# Below this mean sample size (tar bytes, headers included) a shard is read as it enters the buffer: on 2
+# cores, 12,000 samples, buffer 100/1000, a pread each ran at 0.67-0.80 of a front-to-back read up to
+# 9 KB samples, 0.92-1.31 at 33 KB, 1.19-2.34 at 129 KB.
+SMALL_SAMPLE = 16 << 10
 _WILLNEED = getattr(os, "POSIX_FADV_WILLNEED", None)
 
 
@@ -49,11 +56,13 @@ class _OpenShard:
 
 class DeferredReads:
     """Single samples of plain local shards, each one pread (or one slice of the mapped shard, with
-    ``zero_copy``); keeps the last ``keep`` shards' descriptors and sidecars."""
+    ``zero_copy``); keeps the last ``keep`` shards' descriptors and sidecars. ``small``: shards whose
+    samples average fewer bytes are not deferred (0: every shard that can be)."""
 
-    def __init__(self, opener: ShardOpener, *, keep: int = OPEN_SHARDS) -> None:
+    def __init__(self, opener: ShardOpener, *, keep: int = OPEN_SHARDS, small: int = SMALL_SAMPLE) -> None:
         self.opener = opener
         self.keep = keep
+        self.small = small
         self._open: OrderedDict[int, _OpenShard | None] = OrderedDict()
         self._last_shard, self._last = -1, None  # the shard read last: most reads are of the same one
         self._scratch = CHUNKS.take()  # one reused buffer: no allocation, no page faults per sample
@@ -81,8 +90,10 @@ class DeferredReads:
         url = self.opener.shards.urls[shard]
         if scheme_of(url) != "file":
             return None
-        offsets = self.opener.load_offsets(shard)  # None for a compressed shard, which cannot seek
+        offsets = self.opener.offsets(shard)  # None for a compressed shard, which cannot seek
         if offsets is None or len(offsets) < 2:
+            return None
+        if offsets[-1] - offsets[0] < self.small * (len(offsets) - 1):  # small samples: read as they enter
             return None
         path = os.path.abspath(local_path(url))
         try:
@@ -152,6 +163,16 @@ class DeferredReads:
         """Close every shard now rather than when this is collected (reading again reopens them)."""
         self._open.clear()
         self._last_shard, self._last = -1, None
+
+
+def deferred_reads(
+    opener: ShardOpener, defer: bool | None, *, keep: int = OPEN_SHARDS
+) -> DeferredReads | None:
+    """What ``defer_reads`` asks for behind a shuffle buffer: None defers shards of samples of at least
+    ``SMALL_SAMPLE`` bytes on average, True every shard that can be, False none (the result is None)."""
+    if defer is False:
+        return None
+    return DeferredReads(opener, keep=keep, small=SMALL_SAMPLE if defer is None else 0)
 
 
 class Fetch(Node):

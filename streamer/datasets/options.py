@@ -48,6 +48,15 @@ class Placement:
     def __post_init__(self) -> None:
         one_of("remainder", self.remainder, REMAINDERS)
 
+    @classmethod
+    def of(
+        cls, shuffle: bool, seed: int, remainder: str, resampled: bool, rank: int | None, world: int | None
+    ) -> Placement:
+        """From a dataset's keyword options, in the order its signature gives them."""
+        return cls(
+            shuffle=shuffle, seed=seed, remainder=remainder, resampled=resampled, rank=rank, world_size=world
+        )
+
     def resolve(self) -> tuple[int, int]:
         """(rank, world size): as given, else from torch.distributed if initialised, else the environment."""
         dist = _distributed_place()
@@ -83,7 +92,8 @@ class Reading:
     None: all), ``buffer_size`` and ``initial`` (samples in the shuffle buffer, and gathered before the
     first leaves it; None: all of it), ``prefetch`` and ``prefetch_bytes`` (shards read ahead per reader,
     and bytes fetched ahead of each), ``zero_copy`` (members as views of mapped local shards) and
-    ``defer_reads`` (behind a shuffle buffer, read local samples as they leave it), as in ShardDataset.
+    ``defer_reads`` (behind a shuffle buffer, read local samples as they leave it: None when they average
+    at least ``SMALL_SAMPLE`` bytes, True always, False never), as in ShardDataset.
     """
 
     open: OpenOptions = field(default_factory=OpenOptions)
@@ -93,7 +103,7 @@ class Reading:
     prefetch: int = 0  # shards read ahead in a background thread
     prefetch_bytes: int = 16 << 20
     zero_copy: bool = False  # members as read-only memoryviews into mapped local shards, not bytes
-    defer_reads: bool = True  # behind a shuffle buffer, local shards read by sample as samples leave it
+    defer_reads: bool | None = None  # behind a shuffle buffer, local samples read as they leave it
 
     def __post_init__(self) -> None:
         check_buffer(self.buffer_size, self.initial)  # the buffer's own rule, here so errors come at once
@@ -101,6 +111,10 @@ class Reading:
             raise ValueError(f"prefetch must be >= 0, not {self.prefetch}")
         if self.prefetch_bytes < 1:
             raise ValueError(f"prefetch_bytes must be >= 1, not {self.prefetch_bytes}")
+        if self.defer_reads is not None and not isinstance(self.defer_reads, bool):
+            raise ValueError(
+                f"defer_reads must be None (by sample size), True or False, not {self.defer_reads!r}"
+            )
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -19,7 +19,7 @@ from typing import Any
 from shardstream.io.httpoptions import HttpOptions
 from shardstream.io.openers import OpenOptions
 
-from ..chain.deferred import DeferredReads, Fetch
+from ..chain.deferred import Fetch, deferred_reads
 from ..chain.mapper import Mapper
 from ..chain.node import Node
 from ..chain.opener import ShardOpener
@@ -72,7 +72,8 @@ class ShardDataset(StreamBase):
     (a local cache of remote shards, LRU under the size), ``prefetch`` (shards read ahead per worker;
     None: 2 for remote shards, 0 for local ones), ``prefetch_bytes`` (bytes fetched ahead of each),
     ``zero_copy`` (members as read-only memoryviews into mapped local shards; needs ``decode=False``),
-    ``defer_reads`` (behind a shuffle buffer, hold ids and read a local shard's sample as it leaves).
+    ``defer_reads`` (behind a shuffle buffer, hold ids and read a local shard's sample as it leaves; None:
+    for shards whose samples average at least 16 KiB, where that is faster; True: always; False: never).
     """
 
     def __init__(
@@ -103,18 +104,11 @@ class ShardDataset(StreamBase):
         prefetch: int | None = None,
         prefetch_bytes: int = 16 << 20,
         zero_copy: bool = False,
-        defer_reads: bool = True,
+        defer_reads: bool | None = None,
     ) -> None:
         super().__init__()
         self.error_handling = Errors(on_error=on_error, keep_length=keep_length)
-        self.placement = Placement(
-            shuffle=shuffle,
-            seed=seed,
-            remainder=remainder,
-            resampled=resampled,
-            rank=rank,
-            world_size=world_size,
-        )
+        self.placement = Placement.of(shuffle, seed, remainder, resampled, rank, world_size)
         opening = OpenOptions.of(http, cache_dir, cache_size)
         self.shards = ShardList.from_source(source, opening)
         if zero_copy and decode is not False:
@@ -244,7 +238,7 @@ class ShardDataset(StreamBase):
         )
         segments = self._segments(place, epoch) if self._plan is None else self._plan_segments(epoch)
         shuffled = self.placement.shuffle and reading.buffer_size > 1
-        deferred = DeferredReads(opener) if shuffled and reading.defer_reads else None
+        deferred = deferred_reads(opener, reading.defer_reads) if shuffled else None
         node: Node = SampleReader(opener, segments, recovery, deferred=deferred)
         if shuffled:
             seed = buffer_seed(self.placement.seed, epoch, *place)

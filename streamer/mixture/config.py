@@ -29,6 +29,7 @@ OPTIONS = (
     "prefetch_bytes",
     "max_open",
     "stratify",
+    "defer_reads",
 )
 
 

@@ -10,7 +10,6 @@ means the rank's length is fixed by the epoch size, not by the sources' sizes.
 
 from __future__ import annotations
 
-import bisect
 import copy
 import os
 from collections.abc import Mapping, Sequence
@@ -19,23 +18,32 @@ from typing import Any
 from shardstream.io.httpoptions import HttpOptions
 from shardstream.io.openers import OpenOptions
 
+from ..chain.deferred import Fetch
 from ..chain.mapper import Mapper
 from ..chain.node import Node, saved_state_of
-from ..chain.opener import ShardOpener
 from ..chain.recovery import Recovery
 from ..chain.standins import StandIns
 from ..datasets.base import StreamBase
 from ..datasets.options import Errors, Placement, Reading, default_prefetch
 from .config import load_mixture
 from .elastic import PlanStream
+from .fetch import SourceReads
 from .passes import PassStream
 from .plan import MixturePlan
 from .reader import MixtureReader
 from .restore import elastic_pending
 from .resume import FINISHED, Place, Restored, restore_point, resume_point
 from .shape import MixtureShape
-from .source import MixSource, SourceDecoders, all_shards, counted_shards, source_decoder, source_fields
-from .windows import Holding, SourceWindows
+from .source import (
+    MixSource,
+    SampleOffsets,
+    SourceDecoders,
+    all_shards,
+    counted_shards,
+    source_decoder,
+    source_opener,
+)
+from .windows import worker_windows
 
 
 class Mixture(StreamBase):
@@ -49,6 +57,7 @@ class Mixture(StreamBase):
     ``prefetch_bytes`` are ShardDataset's and apply to all sources. ``buffer_size``: shared by the sources
     in proportion to their budgets (at least one sample each); each source shuffles its window of it.
     ``max_open``: sources with an open reader at once per worker (the least recently used is closed).
+    ``defer_reads``: ShardDataset's; a source's window then holds large samples' ids, read as they leave.
     ``stratify``: the DataLoader's batch size B; every batch then holds floor or ceil of each source's
     share (None: the plain order, within one sample of each share at every prefix).
     """
@@ -73,6 +82,7 @@ class Mixture(StreamBase):
         prefetch_bytes: int = 16 << 20,
         max_open: int = 32,
         stratify: int | None = None,
+        defer_reads: bool | None = None,
     ) -> None:
         super().__init__()
         check_options(sources, max_open=max_open, stratify=stratify)
@@ -94,7 +104,11 @@ class Mixture(StreamBase):
             prefetch = default_prefetch([s.urls[0] for s in self.shard_lists], readers=len(self.sources))
         # Fields are per source (each opener's own); the buffer and read-ahead are checked as ShardDataset's.
         self.reading = Reading(
-            open=opening, buffer_size=buffer_size, prefetch=prefetch, prefetch_bytes=prefetch_bytes
+            open=opening,
+            buffer_size=buffer_size,
+            prefetch=prefetch,
+            prefetch_bytes=prefetch_bytes,
+            defer_reads=defer_reads,
         )
         self.shape = MixtureShape(
             self.shares,
@@ -235,57 +249,40 @@ class Mixture(StreamBase):
         return epoch, node_state
 
     def _assemble(self, place: Place, epoch: int) -> Node:
-        rank, world, worker, workers = place
-        plan = self.plan(world, workers)
-        if self._restored is not None:  # an elastic restore's deal: per source, spans of its pass stream
-            budgets, plans, _ = self._restored
-        else:
-            budgets = plan.budgets(worker)
-        length = sum(budgets)
-        # One opener per source (its own fields, its own sidecar cache), all over the mixture's shard list.
-        reading = self.reading
-        openers = [
-            ShardOpener(
-                self.shards,
-                reading.open,
-                fields=source_fields(s),
-                prefetch=reading.prefetch,
-                prefetch_bytes=reading.prefetch_bytes,
-            )
-            for s in self.sources
-        ]
+        """reader (each source's windows) -> fetch (ids read as they leave) -> decode -> stand-ins, without
+        the nodes these options do not need."""
+        plan = self.plan(place[1], place[3])
+        # An elastic restore deals each source spans of its pass stream: their budgets, not the plan's.
+        budgets = self._restored[0] if self._restored is not None else plan.budgets(place[2])
+        openers = [source_opener(self.shards, self.reading, s) for s in self.sources]
         bases = self.bases
         recovery = Recovery(
-            self.error_handling,
-            counters=self._shared,
-            counted=True,
-            locate=lambda shard, index: _locate(openers, bases, shard, index),
+            self.error_handling, counters=self._shared, counted=True, locate=SampleOffsets(openers, bases)
         )
-        windows, holding = [], Holding()
-        for j, (name, start) in enumerate(zip(self.names, self.starts(epoch, plan), strict=True)):
-            stream: PassStream | PlanStream = self.pass_stream(j)
-            if self._restored is not None:
-                stream = PlanStream(stream, plans[j].spans)
-                run = (0, stream.size)
-            else:
-                begin, end = plan.worker_range(j, rank, worker)
-                run = (start + begin, start + end)
-            window = self.window(budgets[j], length)
-            windows.append(
-                SourceWindows(
-                    name, openers[j], stream, run, window=window, recovery=recovery, holding=holding
-                )
-            )
-        node: Node = MixtureReader(windows, budgets, bases, max_open=self.max_open, stratify=self.stratify)
+        runs = [self._run(j, start, plan, place) for j, start in enumerate(self.starts(epoch, plan))]
+        sizes = [self.window(budget, sum(budgets)) for budget in budgets]
+        windows = worker_windows(self.names, openers, runs, sizes, recovery, self.reading.defer_reads)
+        reader = MixtureReader(windows, budgets, bases, max_open=self.max_open, stratify=self.stratify)
+        node: Node = reader
+        if any(w.deferred is not None for w in windows):
+            node = Fetch(node, SourceReads(windows, bases, reader.touch), recovery)
         if any(decode is not None for decode in self.decoders):  # one sample at a time, as they leave
             node = Mapper(node, SourceDecoders(self.names, self.decoders), recovery)
         if recovery.owes:
             node = StandIns(node, recovery)
         return node
 
-
-def _locate(openers: Sequence[ShardOpener], bases: Sequence[int], shard: int, index: int) -> int | None:
-    return openers[bisect.bisect_right(bases, shard) - 1].sample_offset(shard, index)
+    def _run(
+        self, j: int, start: int, plan: MixturePlan, place: Place
+    ) -> tuple[PassStream | PlanStream, int, int]:
+        """Source ``j``'s stream for this worker and its run of it: the plan's range of the pass stream
+        from ``start``, or an elastic restore's spans."""
+        stream: PassStream | PlanStream = self.pass_stream(j)
+        if self._restored is not None:
+            stream = PlanStream(stream, self._restored[1][j].spans)
+            return stream, 0, stream.size
+        begin, end = plan.worker_range(j, place[0], place[2])
+        return stream, start + begin, start + end
 
 
 def check_options(sources: Any, *, max_open: int, stratify: int | None) -> None:

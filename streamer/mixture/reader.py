@@ -67,7 +67,9 @@ class MixtureReader(Node):
     def read_one(self, shard: int, index: int) -> Any:
         return self.sources[bisect.bisect_right(self._bases, shard) - 1].read_one(shard, index)
 
-    def _touch(self, source: SourceWindows) -> None:
+    def touch(self, source: SourceWindows) -> None:
+        """``source`` is in use: it keeps its reader open, and the least recently used beyond ``max_open``
+        close theirs."""
         key = id(source)
         self._open[key] = source
         self._open.move_to_end(key)
@@ -90,7 +92,7 @@ class MixtureReader(Node):
                     try:
                         item = next(windows[j])
                     except StopIteration:  # this source's window is used up: the next one
-                        windows[j] = window = sources[j].next_window(self._touch)
+                        windows[j] = window = sources[j].next_window(self.touch)
                         item = next(window)
                     if item is not None:
                         yield item

@@ -6,6 +6,7 @@ source and the key named. A source must have counts (the packer's index): the pl
 
 from __future__ import annotations
 
+import bisect
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
@@ -17,6 +18,8 @@ from shardstream.errors import FormatError
 from shardstream.io.openers import OpenOptions
 from shardstream.io.urls import scheme_of
 
+from ..chain.opener import ShardOpener
+from ..datasets.options import Reading
 from ..decode.make import make_decoder
 from ..placement.shards import Concat, ShardList
 from .plan import KINDS, Share
@@ -115,6 +118,25 @@ def source_decoder(source: MixSource) -> Any:
         return make_decoder(source.decode, fields=source_fields(source), **options)
     except ValueError as exc:
         raise ValueError(f"source {source.label()!r}: {exc}") from exc
+
+
+def source_opener(shards: ShardList, reading: Reading, source: MixSource) -> ShardOpener:
+    """The source's opener over the mixture's shard list: its own fields and sidecar cache."""
+    fields = source_fields(source)
+    return ShardOpener(
+        shards, reading.open, fields=fields, prefetch=reading.prefetch, prefetch_bytes=reading.prefetch_bytes
+    )
+
+
+class SampleOffsets:
+    """Where sample ``index`` of ``shard`` begins, asked of the source whose shards hold it (what a
+    mixture's Recovery names in its errors); None without a sidecar."""
+
+    def __init__(self, openers: Sequence[ShardOpener], bases: Sequence[int]) -> None:
+        self.openers, self.bases = list(openers), list(bases)
+
+    def __call__(self, shard: int, index: int) -> int | None:
+        return self.openers[bisect.bisect_right(self.bases, shard) - 1].sample_offset(shard, index)
 
 
 class SourceDecoders:

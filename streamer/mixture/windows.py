@@ -1,21 +1,23 @@
 """One source's samples for one worker, window by window: each window read in stream order, handed out
 in its keyed shuffle order.
 
-A window holds raw samples (their bytes), never decoded ones. With a window of one sample (no shuffle,
-or a buffer smaller than the sources) there is no window: the run streams as it is read, one generator
-step a sample. A source small enough to hold (at most ``HOLD_SAMPLES`` samples and ``HOLD_BYTES`` bytes
-of members) is kept in memory after its first whole pass and served from there, instead of reopening its
-shards every pass (a 7-sample source in a large mixture was reopened hundreds of times an epoch).
-Trade-off: up to ``HOLD_BYTES`` a small source, for no reopening.
+A window holds raw samples, never decoded ones: their ids where the samples are large (each is read as it
+leaves, ``fetch.py``; ``defer_reads`` as in ShardDataset), else their bytes. With a window of one sample
+(no shuffle, or a buffer smaller than the sources) there is no window: the run streams as it is read,
+one generator step a sample. A source small enough to hold (at most ``HOLD_SAMPLES`` samples and
+``HOLD_BYTES`` bytes of members, read as bytes) is kept in memory after its first whole pass and served
+from there, instead of reopening its shards every pass (a 7-sample source in a large mixture was
+reopened hundreds of times an epoch). Trade-off: up to ``HOLD_BYTES`` a small source, for no reopening.
 """
 
 from __future__ import annotations
 
 import contextlib
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+from ..chain.deferred import DEFERRED, OPEN_SHARDS, DeferredReads, deferred_reads
 from ..chain.node import Item
 from ..chain.opener import ShardOpener
 from ..chain.reader import SampleReader
@@ -26,6 +28,7 @@ HOLD_SAMPLES = 4096  # a source of at most this many samples per pass ...
 HOLD_BYTES = 1 << 20  # ... whose members take at most this many bytes is held after its first pass,
 HOLD_TOTAL = 32 << 20  # ... while a worker's held sources take at most this many in all
 Touch = Callable[["SourceWindows"], None]
+Run = tuple[Any, int, int]  # a source's stream (PassStream or an elastic PlanStream) and [begin, end) of it
 
 
 class Holding:
@@ -54,6 +57,7 @@ class SourceWindows:
         window: int,
         recovery: Recovery,
         holding: Holding | None = None,
+        deferred: DeferredReads | None = None,
     ) -> None:
         self.name, self.opener, self.stream = name, opener, stream
         self.begin, self.end = run
@@ -64,6 +68,7 @@ class SourceWindows:
         self._at = -1  # the stream position the open reader stands at
         self._position = self.begin  # where the next window handed out begins
         self.holding = holding
+        self.deferred = deferred if self.window > 1 else None  # a stream of single samples holds nothing
         small = holding is not None and isinstance(stream, PassStream) and stream.size <= HOLD_SAMPLES
         self._filling: dict[tuple[int, int], dict[str, Any]] | None = {} if small else None
         self._filled = 0  # member bytes held so far
@@ -90,10 +95,13 @@ class SourceWindows:
             return iter(self._tag([slots[k] for k in order[position - lo :]]))
 
     def suspend(self) -> None:
-        """Close the reader (and its file or connection); the next window reopens where it stands."""
+        """Close the reader (and its file or connection) and the shards kept open for deferred reads; the
+        next window reopens where it stands, a deferred read its shard."""
         if self._reader is not None:
             self._reader.close()  # type: ignore[attr-defined]
             self._reader = None
+        if self.deferred is not None:
+            self.deferred.close()
         self._back = []
 
     def read_one(self, shard: int, index: int) -> Any:
@@ -107,7 +115,7 @@ class SourceWindows:
         at a time as it is handed out (a ``Mapper`` after the reader), so a window holds raw bytes only."""
         name = self.name
         for item in items:
-            if item is not None:
+            if item is not None and item[2] is not DEFERRED:  # an id: tagged when it is read (fetch.py)
                 item[2]["__source__"] = name
         return items
 
@@ -142,10 +150,20 @@ class SourceWindows:
         """A reader of the run from stream position ``position`` on."""
         self.suspend()
         segments = RunSegments(self.stream, position, self.end)
-        self._reader = reader = iter(SampleReader(self.opener, segments, self.recovery))
+        if self._filling is not None and self._defers(position):
+            self._give_up()  # its samples are large: a window holds their ids, the source is not held
+        deferred = self.deferred if self._filling is None else None  # a source being held is read whole
+        self._reader = reader = iter(SampleReader(self.opener, segments, self.recovery, deferred=deferred))
         self._at = position
         touch(self)
         return reader
+
+    def _defers(self, position: int) -> bool:
+        """Whether the shard at stream position ``position`` is read by deferred reads."""
+        if self.deferred is None:
+            return False
+        segment = next(iter(self.stream.segments(position, position + 1)), None)
+        return segment is not None and self.deferred.offsets(segment.shard) is not None
 
     def _keep(self, item: Item) -> None:
         """Hold a small source's samples as they are read; the whole of it, once one pass is complete."""
@@ -156,6 +174,8 @@ class SourceWindows:
         nbytes = sum(len(v) for v in sample.values() if isinstance(v, (bytes, bytearray)))
         if self._filled + nbytes > HOLD_BYTES or not self.holding.take(nbytes):  # type: ignore[union-attr]
             self._give_up()  # too big to hold: read it as any other source
+            if self.deferred is not None:
+                self._at = -1  # the next window reopens, deferring its reads
             return
         self._filled += nbytes
         filling[shard, index] = dict(sample)
@@ -209,3 +229,33 @@ class SourceWindows:
                 break
             slots[slot] = item
         return slots
+
+
+def worker_windows(
+    names: Sequence[str],
+    openers: Sequence[ShardOpener],
+    runs: Sequence[Run],
+    sizes: Sequence[int],
+    recovery: Recovery,
+    defer_reads: bool | None,
+) -> list[SourceWindows]:
+    """One worker's windows of each source: run ``runs[j]`` in windows of ``sizes[j]`` samples, through
+    ``openers[j]``; the sources share one ``Holding``, and each keeps a share of ``OPEN_SHARDS`` shards
+    open for its deferred reads (at least 4), as ``defer_reads`` asks."""
+    holding, keep = Holding(), max(4, OPEN_SHARDS // len(names))
+    windows = []
+    for name, opener, (stream, begin, end), size in zip(names, openers, runs, sizes, strict=True):
+        deferred = deferred_reads(opener, defer_reads, keep=keep)
+        windows.append(
+            SourceWindows(
+                name,
+                opener,
+                stream,
+                (begin, end),
+                window=size,
+                recovery=recovery,
+                holding=holding,
+                deferred=deferred,
+            )
+        )
+    return windows

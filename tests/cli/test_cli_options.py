@@ -165,6 +165,7 @@ def _bytes_read() -> int:
 
 
 def test_stream_front_to_back_reads_the_buffer_first_and_defer_reads_only_what_it_hands_out(tmp_path):
+    """A dataset, then a mixture of it."""
     write_dataset(tmp_path / "d", [400], payload=2000)  # one 4.4 MB shard of 400 samples
     read = {}
     for flag in ("--defer-reads", "--front-to-back", "--defer-reads"):  # the first also imports modules
@@ -174,7 +175,11 @@ def test_stream_front_to_back_reads_the_buffer_first_and_defer_reads_only_what_i
         read[flag] = _bytes_read() - before
     shard = (tmp_path / "d" / "train-000000.tar").stat().st_size
     assert read["--defer-reads"] < 1 << 20 and read["--front-to-back"] > shard * 0.9
-    mixture = tmp_path / "mix.yaml"
-    mixture.write_text("sources: []\n")
-    result = runner.invoke(app, ["stream", str(mixture), "--front-to-back"])
-    assert result.exit_code != 0 and "--front-to-back reads one dataset" in result.output
+    mixture = tmp_path / "mix.yaml"  # a mixture's windows take the flags too
+    mixture.write_text("sources:\n  - {path: d, weight: 1}\nbuffer_size: 400\n")
+    for flag in ("--defer-reads", "--front-to-back", "--defer-reads"):
+        before = _bytes_read()
+        result = runner.invoke(app, ["stream", str(mixture), flag, "--limit", "1", "--no-decode"])
+        assert result.exit_code == 0, result.output
+        read[flag] = _bytes_read() - before
+    assert read["--defer-reads"] < 1 << 20 and read["--front-to-back"] > shard * 0.9

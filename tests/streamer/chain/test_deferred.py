@@ -1,6 +1,7 @@
 """Deferred reads (streamer/chain/deferred.py): behind the shuffle buffer local shards are read by sample as
 samples leave it. The stream must equal the front-to-back one sample for sample; the buffer must hold no
-bytes; damage found late is skipped and counted as it would be early; states move between the two."""
+bytes; damage found late is skipped and counted as it would be early; states move between the two. These
+samples are small, which by default are read as they enter: the tests ask for ``defer_reads=True``."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 from torch.utils.data import DataLoader
 
+from packer import PackOptions, pack
 from shardstream.errors import ShardReadError
 from shardstream.format import decode_offsets
 from shardstream.indexer import IndexOptions, index_source
@@ -24,7 +26,7 @@ COUNTS = [30, 25, 41, 7, 33]
 
 def _stream(source, **kwargs) -> list[tuple[str, dict[str, bytes]]]:
     """Every sample of an epoch, held until the end (a member must not change once handed out)."""
-    samples = list(ShardDataset(source, decode=False, seed=3, **kwargs))
+    samples = list(ShardDataset(source, decode=False, seed=3, **{"defer_reads": True, **kwargs}))
     return [(s["__key__"], {k: bytes(v) for k, v in s.items() if not k.startswith("__")}) for s in samples]
 
 
@@ -72,6 +74,24 @@ def test_the_first_sample_reads_one_sample_not_a_buffer(tmp_path):
     assert read[True] < 1 << 20  # deferred: the index, the sidecar and one sample
 
 
+def test_by_default_a_shard_of_small_samples_is_read_as_they_enter_and_one_of_large_samples_deferred(
+    tmp_path,
+):
+    small = write_dataset(tmp_path / "small", [400], payload=2000)  # ~11 KB a sample
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    for i in range(100):
+        (raw / f"k{i:03d}.bin").write_bytes(os.urandom(20_000 + 100 * i))  # 20-30 KB
+    large = pack(raw, tmp_path / "large", PackOptions(prefix="train")).index
+    read = {}
+    for name, index in [("small", small), ("large", large)] * 2:  # the second round: modules are loaded
+        before = _read_bytes()
+        next(iter(ShardDataset(index, decode=False, buffer_size=400)))
+        read[name] = _read_bytes() - before
+    assert read["small"] > (tmp_path / "small" / "train-000000.tar").stat().st_size * 0.9  # all of it
+    assert read["large"] < 1 << 20  # the index, the sidecar and one sample of a 2.5 MB shard
+
+
 def test_pax_long_names_and_directory_entries_take_the_general_reader(tmp_path):
     """Members the one-call scan declines (GNU long names, pax paths, directories) read the same."""
     root = tmp_path / "t"
@@ -100,7 +120,9 @@ def _cut_after(index: Path, shard: int, sample: int) -> None:
 
 def test_a_shard_cut_short_mid_epoch_is_skipped_and_counted(tmp_path):
     index = write_dataset(tmp_path / "d", [40, 40], payload=300)
-    ds = ShardDataset(index, decode=False, seed=2, on_error="skip", keep_length=False, buffer_size=80)
+    ds = ShardDataset(
+        index, decode=False, seed=2, on_error="skip", keep_length=False, buffer_size=80, defer_reads=True
+    )
     stream = iter(ds)
     keys = [next(stream)["__key__"]]  # every id is in the buffer, both shards are open
     _cut_after(index, 1, 25)
@@ -112,7 +134,7 @@ def test_a_shard_cut_short_mid_epoch_is_skipped_and_counted(tmp_path):
 
 def test_a_shard_cut_short_mid_epoch_raises_naming_it(tmp_path):
     index = write_dataset(tmp_path / "d", [40], payload=300)
-    stream = iter(ShardDataset(index, decode=False, seed=2, buffer_size=40))
+    stream = iter(ShardDataset(index, decode=False, seed=2, buffer_size=40, defer_reads=True))
     next(stream)
     _cut_after(index, 0, 10)
     with pytest.raises(ShardReadError, match=r"train-000000\.tar at byte \d+: shard ends inside sample"):
@@ -180,21 +202,26 @@ def test_a_users_decoder_gets_bytes(tmp_path):
         seen.append(type(data))
         return len(data)
 
-    samples = list(ShardDataset(index, decoders={"jpg": jpeg_length}, seed=2, buffer_size=5))
+    samples = list(
+        ShardDataset(index, decoders={"jpg": jpeg_length}, seed=2, buffer_size=5, defer_reads=True)
+    )
     assert seen == [bytes] * 12 and all(s["jpg"] > 0 for s in samples)
-    whole = list(ShardDataset(index, decode=lambda s: {**s, "n": type(s["jpg"])}, seed=2, buffer_size=5))
+    tagged = ShardDataset(
+        index, decode=lambda s: {**s, "n": type(s["jpg"])}, seed=2, buffer_size=5, defer_reads=True
+    )
+    whole = list(tagged)
     assert {s["n"] for s in whole} == {bytes}
 
 
 def test_a_restore_reads_nothing_again(tmp_path):
     """The saved buffer names samples; restored, it is refilled with their ids, not their bytes."""
     index = write_dataset(tmp_path / "d", [400], payload=2000)
-    first = ShardDataset(index, decode=False, buffer_size=300, seed=6)
+    first = ShardDataset(index, decode=False, buffer_size=300, seed=6, defer_reads=True)
     stream = iter(first)
     head = [next(stream)["__key__"] for _ in range(20)]
     state = first.state_dict()
     whole = [s["__key__"] for s in ShardDataset(index, decode=False, buffer_size=300, seed=6)]
-    second = ShardDataset(index, decode=False, buffer_size=300, seed=6)
+    second = ShardDataset(index, decode=False, buffer_size=300, seed=6, defer_reads=True)
     second.load_state_dict(state)
     before = _read_bytes()
     rest = iter(second)

@@ -59,11 +59,12 @@ def test_sources_come_in_exactly_the_planned_order_interleaved_or_stratified(fiv
         assert [s["__source__"] for s in mixture] == [mixture.names[j] for j in planned]
 
 
+@pytest.mark.parametrize("defer_reads", [None, True], ids=["bytes", "ids"])
 @pytest.mark.parametrize("decode", [False, True])
 @pytest.mark.parametrize("window", [1, 7, 40])
-def test_a_lost_sample_leaves_every_other_sample_where_it_was(tmp_path, window, decode):
+def test_a_lost_sample_leaves_every_other_sample_where_it_was(tmp_path, window, decode, defer_reads):
     """Losses in the middle of a window, at its edges and in the next shard: the rest keeps its order,
-    decoded or not."""
+    decoded or not, found as a window is read or (windows of ids) as each sample leaves it."""
     intact = write_dataset(tmp_path / "intact", [25, 25], prefix="hurt").parent
     hurt = tmp_path / "hurt"
     shutil.copytree(intact, hurt)
@@ -76,7 +77,7 @@ def test_a_lost_sample_leaves_every_other_sample_where_it_was(tmp_path, window, 
         sources = [{"path": str(path), "name": "hurt", "repeat": 1, "decode": decode},
                    {"path": str(other), "repeat": 2, "decode": decode}]  # fmt: skip
         buffer = window * 68 // 50  # the hurt source's window is its share of the buffer
-        return _keys(Mixture(sources, buffer_size=max(buffer, 1), seed=4, **options))
+        return _keys(Mixture(sources, buffer_size=max(buffer, 1), seed=4, defer_reads=defer_reads, **options))
 
     full = stream(intact)
     lost = {("hurt", k) for k in ("s000-00005", "s000-00006", "s001-00000", "s001-00024")}
@@ -115,8 +116,9 @@ def test_an_undecodable_sample_is_skipped_counted_and_the_rest_decoded_in_order(
         ({"on_error": "skip"}, True, True),
         ({"on_error": "skip"}, True, False),
         ({"on_error": "skip", "buffer_size": 1}, True, False),
+        ({"on_error": "skip", "defer_reads": True}, True, True),
     ],
-    ids=["stratified", "stand-ins-decoded", "stand-ins-raw", "streamed-without-windows"],
+    ids=["stratified", "stand-ins-decoded", "stand-ins-raw", "streamed-without-windows", "windows-of-ids"],
 )
 def test_a_mixture_restored_at_every_position_continues_exactly(tmp_path, options, damaged, decode):
     """Stratified: restores inside a batch. Stand-ins: restores while a repeat of a lost sample is owed; the
@@ -174,12 +176,14 @@ def test_a_buffer_too_small_for_a_window_reads_each_source_in_its_pass_order(fiv
         assert [key for source, key in read if source == name] == in_pass_order
 
 
-def test_at_most_max_open_sources_hold_a_file_open(five):
+@pytest.mark.parametrize("defer_reads", [None, True], ids=["bytes", "ids"])
+def test_at_most_max_open_sources_hold_a_file_open(five, defer_reads):
+    """Windows of bytes: a reader per source; windows of ids: the shards their reads keep open."""
     sources = [{"path": str(p), "weight": 1, "decode": False} for p in five]
     root = five[0].parent
     for max_open, most in ((2, 2), (32, 5)):
         peak = 0
-        for _ in Mixture(sources, epoch_size=150, buffer_size=10, max_open=max_open):
+        for _ in Mixture(sources, epoch_size=150, buffer_size=10, max_open=max_open, defer_reads=defer_reads):
             peak = max(peak, _open_tars(root))
         assert peak == most, (max_open, peak)
 
