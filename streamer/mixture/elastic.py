@@ -46,6 +46,11 @@ class PlanStream:
     def window_order(self, lo: int, hi: int) -> list[int]:
         return self.stream.window_order(lo, hi)
 
+    def at(self, position: int) -> tuple[int, int]:
+        """(shard, index) of the sample at run position ``position``."""
+        (start, _), *_ = self.positions(position, position + 1)
+        return self.stream.at(start)
+
 
 def unread(stream: PassStream | PlanStream, run: tuple[int, int], window: int, count: int) -> list[Span]:
     """The spans of ``run`` (in ``stream``'s positions) not handed out after its first ``count`` samples."""

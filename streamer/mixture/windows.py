@@ -31,6 +31,18 @@ Touch = Callable[["SourceWindows"], None]
 Run = tuple[Any, int, int]  # a source's stream (PassStream or an elastic PlanStream) and [begin, end) of it
 
 
+_END = object()  # under a window's items: where handing them out stops
+
+
+def handed_out(items: list[Item | None]) -> Iterator[Item | None]:
+    """``items`` in order, each dropped from the list as it is handed out: the window frees its samples one
+    by one as they leave (as a shuffle buffer does), not all at its end, which kept up to twice a window
+    alive and ran 5-10% slower on 9 KB samples. ``list.pop`` under ``iter``: no Python frame per item."""
+    items.append(_END)
+    items.reverse()
+    return iter(items.pop, _END)
+
+
 class Holding:
     """The bytes a worker's sources may still hold (``HOLD_TOTAL`` at first), shared by its sources."""
 
@@ -92,7 +104,7 @@ class SourceWindows:
             slots = self._load(lo, hi, touch)
             order = self.stream.window_order(lo, hi)
             self._position = hi
-            return iter(self._tag([slots[k] for k in order[position - lo :]]))
+            return handed_out(self._tag([slots[k] for k in order[position - lo :]]))
 
     def suspend(self) -> None:
         """Close the reader (and its file or connection) and the shards kept open for deferred reads; the
@@ -199,18 +211,17 @@ class SourceWindows:
         else:
             touch(self)
         self._at = hi
-        expected = [(seg.shard, seg.start, seg.stop) for seg in self.stream.segments(lo, hi)]
         size, back = hi - lo, self._back
         got = back[:size] + list(itertools.islice(self._reader, size - min(len(back), size)))
         del back[:size]
-        first, last = expected[0], expected[-1]
-        if len(got) == size and got[0][:2] == first[:2] and got[-1][:2] == (last[0], last[2] - 1):
+        stream = self.stream
+        if len(got) == size and got[0][:2] == stream.at(lo) and got[-1][:2] == stream.at(hi - 1):
             if self._filling is not None:
                 for item in got:
                     self._keep(item)
             return got  # type: ignore[return-value]  # the stream is in order: nothing was lost
         self._give_up()  # a source that lost a sample is read again each pass, its losses counted again
-        return self._place(got, expected)
+        return self._place(got, [(seg.shard, seg.start, seg.stop) for seg in stream.segments(lo, hi)])
 
     def _place(self, got: list[Item], expected: list[tuple[int, int, int]]) -> list[Item | None]:
         """The slow path, after a loss: each sample to its slot; later windows' samples kept for them.

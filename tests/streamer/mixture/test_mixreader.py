@@ -294,3 +294,30 @@ def test_run_segments_answer_any_index_a_reader_asks_for_over_many_shards():
         assert run[k] == expected[k], k
     with pytest.raises(IndexError):
         run[len(expected)]
+
+
+def test_window_orders_are_pinned_and_the_same_made_one_by_one_or_in_rows(monkeypatch):
+    """Pinned: a saved state's counts mean these samples. Ordered a row per window in one numpy call or
+    each alone, every window, short ones at a pass's or run's end included, comes out the same."""
+    counts = np.array([3, 1, 4, 1, 5, 9, 2, 6])
+    stream = PassStream(counts, seed=7, salt="coco")
+    assert stream.window_order(0, 10) == [5, 3, 2, 8, 6, 9, 7, 4, 1, 0]
+    assert stream.window_order(10, 17) == [3, 0, 1, 4, 2, 5, 6]
+    for width in (1, 2, 7, 31, 100):
+        windows = [(lo, min(lo + width, 31 * (lo // 31 + 1), 150)) for lo in range(0, 150, width)]
+        in_rows = [PassStream(counts, seed=7, salt="coco").window_order(lo, hi) for lo, hi in windows]
+        monkeypatch.setattr("streamer.mixture.passes.ORDER_BATCH", 1)
+        alone = [PassStream(counts, seed=7, salt="coco").window_order(lo, hi) for lo, hi in windows]
+        monkeypatch.undo()
+        assert in_rows == alone, width
+        reused = PassStream(counts, seed=7, salt="coco")
+        assert [reused.window_order(lo, hi) for lo, hi in windows] == alone, width
+
+
+def test_a_pass_stream_finds_the_sample_at_any_position_in_any_order():
+    stream = PassStream(np.array([3, 1, 4, 1, 5, 9, 2, 6]), seed=7, salt="coco", base=10)
+    ids = [(s.shard, i) for s in stream.segments(0, 93) for i in range(s.start, s.stop)]
+    order = list(range(93))
+    np.random.default_rng(0).shuffle(order)
+    assert [stream.at(x) for x in order] == [ids[x] for x in order]
+    assert [stream.at(x) for x in range(93)] == ids
