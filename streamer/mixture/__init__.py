@@ -7,6 +7,8 @@
 - ``stratify.py``: batch-stratified order (every batch holds each source's share).
 - ``passes.py``: a source's pass stream, pass after pass in new shard orders.
 - ``reader.py``: a worker's mixture stream, each pick served from its source's window.
+- ``windows.py``: one source's windows (ids of large samples, else bytes; small sources held).
+- ``fetch.py``: windows of ids read as they leave, each by its own source.
 - ``resume.py``: the same mixture continued, or a changed one carried on at an epoch boundary.
 - ``elastic.py``, ``restore.py``: each source's unread part dealt again to any ranks x workers.
 - ``_interleave.c``: the interleave's loop in C (optional; Python gives the same picks).

@@ -1,8 +1,8 @@
 """Mixture: many counted datasets read as one, in planned proportions — exact at every prefix, resumable.
 
 Each source is a dataset we can read with counts (the packer's index: a folder, a path or a URL) with a
-``weight``, ``repeat`` or ``samples`` (``mixplan.py``); every sample carries ``__source__``. A worker's
-stream is the plan's interleave over its per-source budgets (``mixreader.py``); each source moves along
+``weight``, ``repeat`` or ``samples`` (``plan.py``); every sample carries ``__source__``. A worker's
+stream is the plan's interleave over its per-source budgets (``reader.py``); each source moves along
 its own pass stream (``passes.py``) from epoch to epoch, so a source read less than once an epoch carries
 on where it stopped, and one read more often is read in whole passes. Trade-off: one plan for everyone
 means the rank's length is fixed by the epoch size, not by the sources' sizes.
@@ -230,9 +230,9 @@ class Mixture(StreamBase):
         """Continue, on the next iteration, where the run that saved ``state`` stood.
 
         ``state``: this rank's own state (or its DataLoader's), to continue exactly on the same world size
-        and workers, or a changed mixture at an epoch boundary (``mixresume.py``); or the list of every old
+        and workers, or a changed mixture at an epoch boundary (``resume.py``); or the list of every old
         rank's states, in rank order, to continue the epoch on any world size and workers, each source's
-        samples still once (``mixrestore.py``). Checked here, before any sample is read.
+        samples still once (``restore.py``). Checked here, before any sample is read.
         """
         if isinstance(state, Sequence):
             self._pending, self._origins = elastic_pending(self.shape, state)
