@@ -83,7 +83,9 @@ def _module_pyproject(text: str, name: str) -> str:
 def _checkout_files() -> list[str]:
     out = subprocess.run(
         ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=REPO, capture_output=True, check=True,
+        cwd=REPO,
+        capture_output=True,
+        check=True,
     ).stdout.decode()
     return sorted({f for f in out.split("\0") if f and (REPO / f).is_file()})
 
@@ -207,11 +209,7 @@ def _sha256(path: Path) -> str:
 
 def _short_change(diff: str) -> str:
     """The changed lines of a diff, as `- old` / `+ new`, for a table cell."""
-    changed = [
-        line
-        for line in diff.splitlines()
-        if line[:1] in "+-" and not line.startswith(("+++", "---"))
-    ]
+    changed = [line for line in diff.splitlines() if line[:1] in "+-" and not line.startswith(("+++", "---"))]
     text = " / ".join(f"{line[0]} {line[1:].strip()}" for line in changed[:4])
     return text.replace("|", "\\|").replace("`", "'")
 
@@ -230,9 +228,10 @@ def _changed_since(summary: dict, patterns: list[str]) -> list[str]:
     """The files PATTERNS name that differ between the module's run (its recorded hashes) and now."""
     recorded = {n: h for n, h in summary["files"].items() if any(_matches(n, p) for p in patterns)}
     return sorted(
-        name for name in set(recorded) | _glob_files(REPO, patterns)
+        name
+        for name in set(recorded) | _glob_files(REPO, patterns)
         if name not in recorded or not (REPO / name).is_file() or _sha256(REPO / name) != recorded[name]
-    )  # fmt: skip
+    )
 
 
 def _matches(name: str, pattern: str) -> bool:
@@ -261,8 +260,8 @@ def render(results: Path, report: Path) -> None:
         "Written by `.ci/mutation` (mutmut 3; configuration in `pyproject.toml`, `[tool.mutmut]`). Each",
         "module is mutated on its own, in a scratch copy, and each mutant runs against those of the",
         "module's tests that reached the mutated function (in the test process or in a subprocess).",
-        "Score = killed / (killed + survived + timeout + no tests + suspicious + segfault). \"With",
-        "timeouts\" also counts a timeout as killed: the mutant made a test hang past its limit (5x its",
+        'Score = killed / (killed + survived + timeout + no tests + suspicious + segfault). "With',
+        'timeouts" also counts a timeout as killed: the mutant made a test hang past its limit (5x its',
         "time plus 30 s). Mutants listed in `.ci/mutation-equivalents.toml` still count as survivors; the",
         "table says why they are equivalent.",
         "",

@@ -50,13 +50,19 @@ def install_c_fast_path(clone: Path) -> None:
 
 def build_patched_c(clone: Path) -> str | None:
     """Compile each C source the plant changed into the clone; an error line if one does not build."""
-    changed = subprocess.run(["git", "diff", "--name-only", "--", "*.c"], cwd=clone, capture_output=True,
-                             text=True, check=True).stdout.split()  # fmt: skip
+    changed = subprocess.run(
+        ["git", "diff", "--name-only", "--", "*.c"], cwd=clone, capture_output=True, text=True, check=True
+    ).stdout.split()
     for source in changed:
         module = source.removesuffix(".c").replace("/", ".")
         with tempfile.TemporaryDirectory(prefix="plant-build-") as build:
-            built = subprocess.run([sys.executable, "-c", BUILD, module, str(clone / source), str(clone)],
-                                   cwd=build, capture_output=True, text=True, check=False)  # fmt: skip
+            built = subprocess.run(
+                [sys.executable, "-c", BUILD, module, str(clone / source), str(clone)],
+                cwd=build,
+                capture_output=True,
+                text=True,
+                check=False,
+            )
         if built.returncode:
             return f"does not build: {(built.stderr.strip().splitlines() or ['?'])[-1]}"
     return None
@@ -75,8 +81,13 @@ def replay(clone: Path, patch: str, tests: list[str]) -> tuple[str, float]:
     started = time.monotonic()
     run = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *tests],
-        cwd=clone, env=env, capture_output=True, text=True, timeout=900, check=False,
-    )  # fmt: skip
+        cwd=clone,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
     elapsed = time.monotonic() - started
     if run.returncode == 1:
         failed = [line.split()[1] for line in run.stdout.splitlines() if line.startswith("FAILED ")]

@@ -61,18 +61,29 @@ def _old_states(shards: Any, identity: dict[str, Any]) -> list[dict[str, Any]]:
     for rank in range(world):
         snapshots = {}
         for worker in range(workers):
-            plan = original_plan(total, rank=rank, world=world, worker=worker, workers=workers,
-                                 remainder="drop")  # fmt: skip
+            plan = original_plan(
+                total, rank=rank, world=world, worker=worker, workers=workers, remainder="drop"
+            )
             segments = len(stream.segments(plan)) if rank == worker == 0 else SHARDS // (world * workers)
             g = rank * workers + worker
             buffer = [[(g * 7919 + i) % SHARDS, i] for i in range(BUFFER)]
             reader = {"segment": segments // 3, "done": 1}
             node = {"source": reader, "buffer": buffer, "rng": [3, [0] * 625, None]}
-            dataset_state = {"epoch": 0, "place": [rank, world, worker, workers], "node": node, "plan": None,
-                             **identity}  # fmt: skip
+            dataset_state = {
+                "epoch": 0,
+                "place": [rank, world, worker, workers],
+                "node": node,
+                "plan": None,
+                **identity,
+            }
             snapshots[f"worker_{worker}"] = {"worker_id": worker, "dataset_state": dataset_state}
-        states.append({"_snapshot": {"_snapshot_step": 1000, "_worker_snapshots": snapshots},
-                       "_steps_since_snapshot": 0, "_iterator_finished": False})  # fmt: skip
+        states.append(
+            {
+                "_snapshot": {"_snapshot_step": 1000, "_worker_snapshots": snapshots},
+                "_steps_since_snapshot": 0,
+                "_iterator_finished": False,
+            }
+        )
     return states
 
 
@@ -107,11 +118,17 @@ def child(kind: str) -> None:
             tracemalloc.start()
             started = time.perf_counter()
             world, workers = NEW
-            plan = deal(pickle.loads(sent)["left"], rank=world - 1, world=world, worker=workers - 1,
-                        workers=workers, remainder="drop")  # fmt: skip
+            left = pickle.loads(sent)["left"]
+            plan = deal(
+                left, rank=world - 1, world=world, worker=workers - 1, workers=workers, remainder="drop"
+            )
             segments = Stream(shards.counts, shard_order(SHARDS, 0, 0, True)).segments(plan)
-            out = {"seconds": time.perf_counter() - started, "segments": len(segments), "ids": len(plan.ids),
-                   "plan_bytes": len(pickle.dumps(plan.to_state()))}  # fmt: skip
+            out = {
+                "seconds": time.perf_counter() - started,
+                "segments": len(segments),
+                "ids": len(plan.ids),
+                "plan_bytes": len(pickle.dumps(plan.to_state())),
+            }
     out["traced_peak"] = tracemalloc.get_traced_memory()[1]
     print(json.dumps(out))
 
@@ -133,21 +150,32 @@ def main() -> None:
             print(f"round {round_ + 1} {kind}: {runs[kind][-1]['seconds']:.3f} s", file=sys.stderr)
     best = {kind: min(rs, key=lambda r: r["seconds"]) for kind, rs in runs.items()}
     restore = best["load"]["seconds"] + best["worker"]["seconds"]
-    result = {"machine": machine_facts(), "shards": SHARDS, "old": OLD, "new": NEW, "buffer": BUFFER,
-              "runs": runs, "restore_seconds": restore}  # fmt: skip
+    result = {
+        "machine": machine_facts(),
+        "shards": SHARDS,
+        "old": OLD,
+        "new": NEW,
+        "buffer": BUFFER,
+        "runs": runs,
+        "restore_seconds": restore,
+    }
     mib = 1 << 20
     lines = [
         f"# Elastic restore ({result['machine']['date']}, {SHARDS:,} shards, {OLD[0]} x {OLD[1]} -> "
-        f"{NEW[0]} x {NEW[1]}, buffer {BUFFER}, best of {repeats})", "",
-        table(["step", "seconds", "peak traced MiB"],
-              [[k, f"{b['seconds']:.3f}", f"{b['traced_peak'] / mib:.1f}"] for k, b in best.items()]),
+        f"{NEW[0]} x {NEW[1]}, buffer {BUFFER}, best of {repeats})",
         "",
-        f"Restore (load + a new worker's start): **{restore:.3f} s** (target < 1 s)", "",
+        table(
+            ["step", "seconds", "peak traced MiB"],
+            [[k, f"{b['seconds']:.3f}", f"{b['traced_peak'] / mib:.1f}"] for k, b in best.items()],
+        ),
+        "",
+        f"Restore (load + a new worker's start): **{restore:.3f} s** (target < 1 s)",
+        "",
         f"Gathered state: {best['load']['gathered_bytes'] / mib:.2f} MiB pickled "
         f"({best['load']['per_rank_bytes'] / 1024:.0f} KiB a rank, of which buffered ids are most); "
         f"the pending leftover {best['load']['pending_bytes'] / mib:.2f} MiB; a new worker's plan "
         f"{best['worker']['plan_bytes'] / 1024:.1f} KiB ({best['worker']['ids']} ids).",
-    ]  # fmt: skip
+    ]
     markdown = "\n".join(lines) + "\n"
     print(markdown)
     log = lambda m: print(m, file=sys.stderr)  # noqa: E731

@@ -50,10 +50,16 @@ def make(work: Path, shards: int) -> dict[str, Any]:
     counts = rng.integers(1, 2001, shards).tolist()
     sizes = rng.integers(10**7, 3 * 10**8, shards).tolist()
     digests = rng.bytes(32 * shards).hex()
-    entries = [ShardEntry(shard_name("train", i), counts[i], sizes[i], digests[64 * i : 64 * i + 64])
-               for i in range(shards)]  # fmt: skip
-    index = DatasetIndex(shard_pattern("train", shards), entries, {"jpg": sum(counts), "json": sum(counts)},
-                         {"max_size": 300_000_000})  # fmt: skip
+    entries = [
+        ShardEntry(shard_name("train", i), counts[i], sizes[i], digests[64 * i : 64 * i + 64])
+        for i in range(shards)
+    ]
+    index = DatasetIndex(
+        shard_pattern("train", shards),
+        entries,
+        {"jpg": sum(counts), "json": sum(counts)},
+        {"max_size": 300_000_000},
+    )
     out: dict[str, Any] = {}
     for version, columns in (("v1", False), ("v2", True)):
         (work / version).mkdir(parents=True, exist_ok=True)
@@ -120,8 +126,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="index-load-") as tmp:
         work = Path(tmp)
         log(f"making two indexes of {shards:,} shards in {work}")
-        _, _, stdout, _ = spawn([sys.executable, str(Path(__file__).resolve()), "--make", tmp, "--shards",
-                                 str(shards)])  # fmt: skip
+        _, _, stdout, _ = spawn(
+            [sys.executable, str(Path(__file__).resolve()), "--make", tmp, "--shards", str(shards)]
+        )
         made = json.loads(stdout.strip().splitlines()[-1])
         runs: dict[str, list[dict[str, Any]]] = {}
         for round_ in range(repeats):
@@ -133,16 +140,19 @@ def main() -> None:
                     figures = run(kind, work / version / "shardstream-index.json")
                     figures["above_kb"] = figures["maxrss_kb"] - base[BASELINES[kind]]["maxrss_kb"]
                     runs.setdefault(f"{kind} {version}", []).append(figures)
-                    log(f"round {round_ + 1} {kind} {version}: {figures['seconds']:.3f} s, "
-                        f"+{figures['above_kb'] / 1024:.1f} MiB")  # fmt: skip
+                    log(
+                        f"round {round_ + 1} {kind} {version}: {figures['seconds']:.3f} s, "
+                        f"+{figures['above_kb'] / 1024:.1f} MiB"
+                    )
     result = report(shards, repeats, made, runs)
     stem = args.stem or (f"index-load-{stamp(args.quick)}" if not args.quick else None)
     if stem:
         save_results(RESULTS, stem, result["json"], result["markdown"], log)
 
 
-def report(shards: int, repeats: int, made: dict[str, Any], runs: dict[str, list[dict[str, Any]]]
-           ) -> dict[str, Any]:  # fmt: skip
+def report(
+    shards: int, repeats: int, made: dict[str, Any], runs: dict[str, list[dict[str, Any]]]
+) -> dict[str, Any]:
     mib = 1024
     rows, best = [], {}
     for kind, what in WHAT.items():
@@ -151,36 +161,55 @@ def report(shards: int, repeats: int, made: dict[str, Any], runs: dict[str, list
             fastest = min(rounds, key=lambda r: r["seconds"])
             peak = max(r["above_kb"] for r in rounds)
             best[f"{kind} {version}"] = {"seconds": fastest["seconds"], "above_mib": peak / mib}
-            rows.append([what, version, f"{fastest['seconds']:.3f}", f"{peak / mib:.1f}",
-                         f"{fastest['shards']:,}", f"{fastest['samples']:,}"])  # fmt: skip
+            seconds, above = f"{fastest['seconds']:.3f}", f"{peak / mib:.1f}"
+            rows.append([what, version, seconds, above, f"{fastest['shards']:,}", f"{fastest['samples']:,}"])
     for kind in WHAT:
         one, two = best[f"{kind} v1"], best[f"{kind} v2"]
-        rows.append([f"{WHAT[kind]}: v1 / v2", "", f"{one['seconds'] / two['seconds']:.0f}x",
-                     f"{one['above_mib'] / max(two['above_mib'], 0.1):.0f}x", "", ""])  # fmt: skip
-    met = all(b["seconds"] < TARGET_SECONDS and b["above_mib"] < TARGET_MB for k, b in best.items()
-              if k.endswith("v2"))  # fmt: skip
+        faster = f"{one['seconds'] / two['seconds']:.0f}x"
+        smaller = f"{one['above_mib'] / max(two['above_mib'], 0.1):.0f}x"
+        rows.append([f"{WHAT[kind]}: v1 / v2", "", faster, smaller, "", ""])
+    met = all(
+        b["seconds"] < TARGET_SECONDS and b["above_mib"] < TARGET_MB
+        for k, b in best.items()
+        if k.endswith("v2")
+    )
     base = {name: max(r["maxrss_kb"] for r in runs[name]) / mib for name in sorted(set(BASELINES.values()))}
     facts = machine_facts()
     lines = [
-        f"# Index load at {shards:,} shards (issue 13), {facts['date']}, best of {repeats}", "",
+        f"# Index load at {shards:,} shards (issue 13), {facts['date']}, best of {repeats}",
+        "",
         f"Machine: {facts['nproc']} CPUs ({facts['usable_cpus']} usable), {facts['cpu']}, {facts['memory']} "
-        f"RAM; Python {facts['python']}; shardstream {facts['shardstream_commit']}.", "",
+        f"RAM; Python {facts['python']}; shardstream {facts['shardstream_commit']}.",
+        "",
         f"Pattern-named shards, each with its sha256. Version 1: `shardstream-index.json` "
         f"{made['v1_json_bytes'] / 1e6:.1f} MB (saved in {made['v1_save_seconds']:.2f} s). Version 2: "
         f"the JSON {made['v2_json_bytes']:,} bytes + `shardstream-index.columns` "
-        f"{made['v2_columns_bytes'] / 1e6:.1f} MB (saved in {made['v2_save_seconds']:.2f} s).", "",
-        table(["what", "index", "seconds", "peak RSS above imports, MiB", "shards", "samples"], rows), "",
+        f"{made['v2_columns_bytes'] / 1e6:.1f} MB (saved in {made['v2_save_seconds']:.2f} s).",
+        "",
+        table(["what", "index", "seconds", "peak RSS above imports, MiB", "shards", "samples"], rows),
+        "",
         f"Seconds: inside the child, after its imports; best of {repeats}. RSS: the child's ru_maxrss minus "
         f"that of a child making only the same imports (shardstream.format {base['import-format']:.0f} MiB; "
-        f"streamer with torch {base['import-streamer']:.0f} MiB); the largest of {repeats} rounds.", "",
+        f"streamer with torch {base['import-streamer']:.0f} MiB); the largest of {repeats} rounds.",
+        "",
         f"Target (version 2 under {TARGET_SECONDS} s and {TARGET_MB} MB above the imports, every reader): "
-        f"{'**met**' if met else '**missed**'}.", "",
-    ]  # fmt: skip
+        f"{'**met**' if met else '**missed**'}.",
+        "",
+    ]
     markdown = "\n".join(lines)
     print(markdown)
-    return {"markdown": markdown,
-            "json": {"machine": facts, "shards": shards, "repeats": repeats, "made": made, "runs": runs,
-                     "best": best, "target_met": met}}  # fmt: skip
+    return {
+        "markdown": markdown,
+        "json": {
+            "machine": facts,
+            "shards": shards,
+            "repeats": repeats,
+            "made": made,
+            "runs": runs,
+            "best": best,
+            "target_met": met,
+        },
+    }
 
 
 if __name__ == "__main__":

@@ -41,6 +41,7 @@ from harness_report import machine_facts, table
 
 BUFFER = 1000
 INSTRUCTION_SAMPLES = 200_000  # read under valgrind (about 50x slower): enough for a per-sample figure
+CACHEGRIND = ["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null"]
 GROUPS = ((0, 3), (3, 6), (6, 10))  # the tiny set's shards, as three sources
 
 
@@ -69,9 +70,15 @@ def child(kind: str, spec: dict[str, Any]) -> None:
         peak = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
         grew = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
-        print(json.dumps({"seconds": seconds, "traced_peak": peak, "rss_growth_kb": grew,
-                          "rank_length": plan.rank_length, "worker_length": interleave.length,
-                          "ranges": len(ranges)}))  # fmt: skip
+        figures = {
+            "seconds": seconds,
+            "traced_peak": peak,
+            "rss_growth_kb": grew,
+            "rank_length": plan.rank_length,
+            "worker_length": interleave.length,
+            "ranges": len(ranges),
+        }
+        print(json.dumps(figures))
         return
     if kind == "one":
         dataset = ShardDataset(spec["index"], buffer_size=BUFFER, decode=False)
@@ -81,8 +88,8 @@ def child(kind: str, spec: dict[str, Any]) -> None:
     started, cpu = time.perf_counter(), time.process_time()
     stream = iter(dataset)
     count = sum(1 for _ in (itertools.islice(stream, spec["limit"]) if spec.get("limit") else stream))
-    print(json.dumps({"seconds": time.perf_counter() - started, "cpu": time.process_time() - cpu,
-                      "samples": count}))  # fmt: skip
+    figures = {"seconds": time.perf_counter() - started, "cpu": time.process_time() - cpu, "samples": count}
+    print(json.dumps(figures))
 
 
 def split_sources(packed_root: Path, out: Path) -> list[str]:
@@ -112,8 +119,7 @@ def instructions(kind: str, spec: dict[str, Any], samples: int) -> tuple[int, in
     """(machine instructions per sample, samples): ``samples + 1`` read under cachegrind minus one."""
     counts = []
     for limit in (1, samples + 1):
-        cmd = ["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
-               *child_cmd(__file__, kind, "--spec", json.dumps({**spec, "limit": limit}))]  # fmt: skip
+        cmd = [*CACHEGRIND, *child_cmd(__file__, kind, "--spec", json.dumps({**spec, "limit": limit}))]
         env = {**os.environ, "PYTHONHASHSEED": "0", "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
         done = subprocess.run(cmd, capture_output=True, text=True, env=env, check=True)
         refs = re.search(r"I\s+refs:\s+([\d,]+)", done.stderr)
@@ -151,15 +157,24 @@ def main() -> None:
         got = json.loads(stdout.strip().splitlines()[-1])
         return Run(kind, got["seconds"], wall, maxrss, got["samples"], extra={"cpu": got["cpu"]})
 
-    contenders = [("one ShardDataset", lambda: contender("one", {"index": packed.index})),
-                  ("Mixture of 3", lambda: contender("mix", {"sources": sources}))]  # fmt: skip
-    runs = rounds(repeats, contenders, lambda m: print(m, file=sys.stderr),
-                  lambda r: f"{r.samples / r.seconds:,.0f} samples/s", expected=samples)  # fmt: skip
+    contenders = [
+        ("one ShardDataset", lambda: contender("one", {"index": packed.index})),
+        ("Mixture of 3", lambda: contender("mix", {"sources": sources})),
+    ]
+    runs = rounds(
+        repeats,
+        contenders,
+        lambda m: print(m, file=sys.stderr),
+        lambda r: f"{r.samples / r.seconds:,.0f} samples/s",
+        expected=samples,
+    )
     one, mix = best(runs["one ShardDataset"]), best(runs["Mixture of 3"])
     ratio = (mix.samples / mix.seconds) / (one.samples / one.seconds)
     # The rounds' own ratios (each pair ran back to back) and the medians show the noise the best hides.
-    paired = [(m.samples / m.seconds) / (o.samples / o.seconds)
-              for o, m in zip(runs["one ShardDataset"], runs["Mixture of 3"], strict=True)]  # fmt: skip
+    paired = [
+        (m.samples / m.seconds) / (o.samples / o.seconds)
+        for o, m in zip(runs["one ShardDataset"], runs["Mixture of 3"], strict=True)
+    ]
     medians = {name: statistics.median(r.samples / r.seconds for r in rs) for name, rs in runs.items()}
     median_ratio = medians["Mixture of 3"] / medians["one ShardDataset"]
     # CPU seconds per sample, which a busy neighbour disturbs far less than the wall clock.
@@ -168,33 +183,52 @@ def main() -> None:
     counted = {}
     if args.instructions:
         n = INSTRUCTION_SAMPLES
-        counted = {"one ShardDataset": instructions("one", {"index": packed.index}, n),
-                   "Mixture of 3": instructions("mix", {"sources": sources}, n)}  # fmt: skip
+        counted = {
+            "one ShardDataset": instructions("one", {"index": packed.index}, n),
+            "Mixture of 3": instructions("mix", {"sources": sources}, n),
+        }
     _, _, plan_out, _ = spawn(child_cmd(__file__, "plan"))
     plan = json.loads(plan_out.strip().splitlines()[-1])
-    result = {"machine": machine_facts(), "samples": samples, "repeats": repeats,
-              "speed": {name: [r.samples / r.seconds for r in rs] for name, rs in runs.items()},
-              "ratio": ratio, "median_ratio": median_ratio, "paired_ratios": paired,
-              "cpu_per_sample": cpu, "cpu_ratio": cpu_ratio, "plan": plan,
-              "instructions_per_sample": {name: n for name, (n, _) in counted.items()}}  # fmt: skip
-    rows = [[name, f"{best(rs).samples / best(rs).seconds:,.0f}", f"{best(rs).maxrss_kb / 1024:.0f}"]
-            for name, rs in runs.items()]  # fmt: skip
-    text = "\n".join([
-        f"# Mixture benchmark ({result['machine']['date']}, {samples:,} tiny samples, best of {repeats})", "",
-        table(["contender", "samples/s", "peak RSS MiB"], rows), "",
+    result = {
+        "machine": machine_facts(),
+        "samples": samples,
+        "repeats": repeats,
+        "speed": {name: [r.samples / r.seconds for r in rs] for name, rs in runs.items()},
+        "ratio": ratio,
+        "median_ratio": median_ratio,
+        "paired_ratios": paired,
+        "cpu_per_sample": cpu,
+        "cpu_ratio": cpu_ratio,
+        "plan": plan,
+        "instructions_per_sample": {name: n for name, (n, _) in counted.items()},
+    }
+    rows = [
+        [name, f"{best(rs).samples / best(rs).seconds:,.0f}", f"{best(rs).maxrss_kb / 1024:.0f}"]
+        for name, rs in runs.items()
+    ]
+    lines = [
+        f"# Mixture benchmark ({result['machine']['date']}, {samples:,} tiny samples, best of {repeats})",
+        "",
+        table(["contender", "samples/s", "peak RSS MiB"], rows),
+        "",
         f"Mixture / one dataset: **{ratio:.3f}** best against best (target >= 0.95); medians "
-        f"{median_ratio:.3f}; round by round {', '.join(f'{r:.2f}' for r in paired)}", "",
+        f"{median_ratio:.3f}; round by round {', '.join(f'{r:.2f}' for r in paired)}",
+        "",
         f"CPU time per sample, best of each: one dataset {cpu['one ShardDataset'] * 1e6:.2f} us, mixture "
-        f"{cpu['Mixture of 3'] * 1e6:.2f} us: the mixture at **{cpu_ratio:.3f}** of the speed", "",
+        f"{cpu['Mixture of 3'] * 1e6:.2f} us: the mixture at **{cpu_ratio:.3f}** of the speed",
+        "",
         f"Planning 10^8 samples over 1,000 sources, 64 ranks x 8 workers: {plan['seconds'] * 1000:.1f} ms, "
         f"peak traced memory {plan['traced_peak'] / 2**20:.2f} MiB, RSS growth "
         f"{plan['rss_growth_kb'] / 1024:.1f} MiB (targets: < 1 s, < 50 MB)",
-    ])  # fmt: skip
+    ]
+    text = "\n".join(lines)
     if counted:
         one_ir, mix_ir = counted["one ShardDataset"][0], counted["Mixture of 3"][0]
-        text += (f"\n\nInstructions per sample (cachegrind, first {INSTRUCTION_SAMPLES:,} samples): one "
-                 f"dataset {one_ir:,}, mixture {mix_ir:,}: the mixture at **{one_ir / mix_ir:.3f}** of the "
-                 "speed by this count")  # fmt: skip
+        text += (
+            f"\n\nInstructions per sample (cachegrind, first {INSTRUCTION_SAMPLES:,} samples): one "
+            f"dataset {one_ir:,}, mixture {mix_ir:,}: the mixture at **{one_ir / mix_ir:.3f}** of the "
+            "speed by this count"
+        )
     print(text)
     stamp = time.strftime("%Y-%m-%d") + ("-quick" if args.quick else "")
     RESULTS.mkdir(parents=True, exist_ok=True)

@@ -49,8 +49,9 @@ def _indexes(root: Path) -> list[Path]:
         folder.mkdir()
         counts = rng.integers(1, 201, SHARDS).tolist()
         digest = f"{j:032x}{{:032x}}"  # never checked: the shards are never opened
-        entries = [ShardEntry(shard_name("s", i), n, 1000 * n, digest.format(i))
-                   for i, n in enumerate(counts)]  # fmt: skip
+        entries = [
+            ShardEntry(shard_name("s", i), n, 1000 * n, digest.format(i)) for i, n in enumerate(counts)
+        ]
         DatasetIndex(shard_pattern("s", SHARDS), entries).save(folder / INDEX_NAME)
         folders.append(folder)
     return folders
@@ -72,12 +73,22 @@ def _old_states(mixture: Any) -> list[dict[str, Any]]:
         snapshots = {}
         for worker in range(workers):
             counts = [b // 3 for b in plan.budgets(worker)]
-            state = {"epoch": 0, "place": [rank, world, worker, workers], "node": {"counts": counts},
-                     "left": plan.worker_length(worker) - sum(counts), "sources": sources,
-                     **mixture.identity()}  # fmt: skip
+            state = {
+                "epoch": 0,
+                "place": [rank, world, worker, workers],
+                "node": {"counts": counts},
+                "left": plan.worker_length(worker) - sum(counts),
+                "sources": sources,
+                **mixture.identity(),
+            }
             snapshots[f"worker_{worker}"] = {"worker_id": worker, "dataset_state": state}
-        states.append({"_snapshot": {"_snapshot_step": 100, "_worker_snapshots": snapshots},
-                       "_steps_since_snapshot": 0, "_iterator_finished": False})  # fmt: skip
+        states.append(
+            {
+                "_snapshot": {"_snapshot_step": 100, "_worker_snapshots": snapshots},
+                "_steps_since_snapshot": 0,
+                "_iterator_finished": False,
+            }
+        )
     return states
 
 
@@ -142,22 +153,34 @@ def main() -> None:
                 print(f"round {round_ + 1} {kind}: {runs[kind][-1]['seconds']:.3f} s", file=sys.stderr)
     best = {kind: min(rs, key=lambda r: r["seconds"]) for kind, rs in runs.items()}
     restore = best["load"]["seconds"] + best["worker"]["seconds"]
-    result = {"machine": machine_facts(), "sources": SOURCES, "shards_per_source": SHARDS, "old": OLD,
-              "new": NEW, "buffer": BUFFER, "runs": runs, "restore_seconds": restore}  # fmt: skip
+    result = {
+        "machine": machine_facts(),
+        "sources": SOURCES,
+        "shards_per_source": SHARDS,
+        "old": OLD,
+        "new": NEW,
+        "buffer": BUFFER,
+        "runs": runs,
+        "restore_seconds": restore,
+    }
     mib = 1 << 20
     load, worker = best["load"], best["worker"]
     lines = [
         f"# Mixture elastic restore ({result['machine']['date']}, {SOURCES} sources x {SHARDS:,} shards, "
-        f"{OLD[0]} x {OLD[1]} -> {NEW[0]} x {NEW[1]}, buffer {BUFFER}, best of {repeats})", "",
-        table(["step", "seconds", "peak traced MiB"],
-              [[k, f"{b['seconds']:.3f}", f"{b['traced_peak'] / mib:.1f}"] for k, b in best.items()]),
+        f"{OLD[0]} x {OLD[1]} -> {NEW[0]} x {NEW[1]}, buffer {BUFFER}, best of {repeats})",
         "",
-        f"Restore (load + a new worker's start): **{restore:.3f} s**", "",
+        table(
+            ["step", "seconds", "peak traced MiB"],
+            [[k, f"{b['seconds']:.3f}", f"{b['traced_peak'] / mib:.1f}"] for k, b in best.items()],
+        ),
+        "",
+        f"Restore (load + a new worker's start): **{restore:.3f} s**",
+        "",
         f"Gathered state: {load['gathered_bytes'] / mib:.2f} MiB pickled "
         f"({load['per_rank_bytes'] / 1024:.1f} KiB a rank); the pending restore "
         f"{load['pending_bytes'] / mib:.2f} MiB ({load['spans']:,} spans over the sources); a new "
         f"worker's plan {worker['plan_bytes'] / 1024:.1f} KiB.",
-    ]  # fmt: skip
+    ]
     markdown = "\n".join(lines) + "\n"
     print(markdown)
     log = lambda m: print(m, file=sys.stderr)  # noqa: E731

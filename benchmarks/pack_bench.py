@@ -65,10 +65,8 @@ BENCHES = ("rss", "copy", "reencode")
 # Running contenders: each run's output is measured, deleted and synced before the next one (harness).
 # ---------------------------------------------------------------------------------------------------------
 def ours_cmd(src: Path, out: Path, workers: int, extra: tuple[str, ...] = ()) -> list[str]:
-    return [
-        sys.executable, "-m", CLI_MODULE, "pack", str(src), str(out),
-        "--max-size", MAX_SIZE, "--workers", str(workers), "--quiet", "--json", *extra,
-    ]  # fmt: skip
+    options = ["--max-size", MAX_SIZE, "--workers", str(workers), "--quiet", "--json"]
+    return [sys.executable, "-m", CLI_MODULE, "pack", str(src), str(out), *options, *extra]
 
 
 def run_ours(

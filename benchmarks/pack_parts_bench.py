@@ -535,15 +535,39 @@ def markdown(result: dict[str, Any]) -> str:
 
 def section_lines(section: dict[str, Any]) -> list[str]:
     costs, ident = section["ray_fixed_costs"], section["identity"]
-    header = ["mode", "seconds", "rounds", "wall", "samples/s", "MB/s", "driver RSS MiB", "time -v MiB",
-              "all PSS MiB", "shards", "time vs (a)", "time vs (b)", "wall vs (a), (b)"]  # fmt: skip
+    header = [
+        "mode",
+        "seconds",
+        "rounds",
+        "wall",
+        "samples/s",
+        "MB/s",
+        "driver RSS MiB",
+        "time -v MiB",
+        "all PSS MiB",
+        "shards",
+        "time vs (a)",
+        "time vs (b)",
+        "wall vs (a), (b)",
+    ]
     rows = [
-        [LABELS[r["mode"]], r["seconds"], " ".join(map(str, r["seconds_runs"])), r["wall"],
-         f"{r['samples_per_s']:,}", r["mb_per_s"], r["driver_vmhwm_mib"], r["time_v_maxrss_mib"],
-         r["peak_pss_all_mib"], r["shards"], f"{r['vs_classic']:.2f}x", f"{r['vs_local']:.2f}x",
-         f"{r['wall_vs_classic']:.2f}x, {r['wall_vs_local']:.2f}x"]
+        [
+            LABELS[r["mode"]],
+            r["seconds"],
+            " ".join(map(str, r["seconds_runs"])),
+            r["wall"],
+            f"{r['samples_per_s']:,}",
+            r["mb_per_s"],
+            r["driver_vmhwm_mib"],
+            r["time_v_maxrss_mib"],
+            r["peak_pss_all_mib"],
+            r["shards"],
+            f"{r['vs_classic']:.2f}x",
+            f"{r['vs_local']:.2f}x",
+            f"{r['wall_vs_classic']:.2f}x, {r['wall_vs_local']:.2f}x",
+        ]
         for r in section["rows"]
-    ]  # fmt: skip
+    ]
     diff, sizes = ident["classic_vs_parts"], ident["shard_sizes"]
     same = ", ".join(diff["identical_files"]) or "none"
     return [

@@ -660,8 +660,11 @@ def _vs_baseline(rows: list[dict[str, Any]]) -> list[str]:
     ours = [r for r in rows if r["library"] == "ours" and not r.get("baseline") and "samples_per_s" in r]
     parts = []
     for r in ours:
-        paired = [b["seconds"] / o["seconds"] for b, o in zip(base["runs"], r["runs"], strict=False)
-                  if b.get("status") == o.get("status") == "ok"]  # fmt: skip
+        paired = [
+            b["seconds"] / o["seconds"]
+            for b, o in zip(base["runs"], r["runs"], strict=False)
+            if b.get("status") == o.get("status") == "ok"
+        ]
         spread = f"{min(paired):.2f}-{max(paired):.2f}x over {len(paired)}" if paired else ""
         within = f" (per round: median {statistics.median(paired):.2f}x, {spread})" if len(paired) > 1 else ""
         parts.append(f"{r['contender']} {r['samples_per_s'] / base['samples_per_s']:.2f}x{within}")

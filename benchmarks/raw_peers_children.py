@@ -356,8 +356,13 @@ def child_bare(spec: dict[str, Any]) -> dict[str, Any]:
 
         started = time.perf_counter()
         first = None
-        loader = torch.utils.data.DataLoader(BareDecode(), batch_size=BATCH, num_workers=workers,
-                                             collate_fn=collate, multiprocessing_context="fork")  # fmt: skip
+        loader = torch.utils.data.DataLoader(
+            BareDecode(),
+            batch_size=BATCH,
+            num_workers=workers,
+            collate_fn=collate,
+            multiprocessing_context="fork",
+        )
         touched = ""
         for batch in loader:
             how = touch_decoded_batch(batch, tally)

@@ -35,8 +35,12 @@ SHARDSTREAM = str(Path(sys.executable).with_name("shardstream"))
 def percentiles(seconds: list[float]) -> dict[str, float]:
     ordered = sorted(seconds)
     pick = lambda q: ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1e6  # noqa: E731
-    return {"p50_us": round(pick(0.5), 1), "p90_us": round(pick(0.9), 1), "p99_us": round(pick(0.99), 1),
-            "mean_us": round(statistics.fmean(ordered) * 1e6, 1)}  # fmt: skip
+    return {
+        "p50_us": round(pick(0.5), 1),
+        "p90_us": round(pick(0.9), 1),
+        "p99_us": round(pick(0.99), 1),
+        "mean_us": round(statistics.fmean(ordered) * 1e6, 1),
+    }
 
 
 def timed(calls: list[Callable[[], Any]], warmup: int = 50) -> dict[str, float]:
@@ -52,8 +56,12 @@ def timed(calls: list[Callable[[], Any]], warmup: int = 50) -> dict[str, float]:
 
 def index(source: str, out: Path) -> dict[str, Any]:
     shutil.rmtree(out, ignore_errors=True)
-    done = subprocess.run([SHARDSTREAM, "index", source, "--out", str(out), "--workers", "2", "--json",
-                           "--quiet"], capture_output=True, text=True, check=True)  # fmt: skip
+    done = subprocess.run(
+        [SHARDSTREAM, "index", source, "--out", str(out), "--workers", "2", "--json", "--quiet"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return json.loads(done.stdout)
 
 
@@ -113,20 +121,29 @@ def main() -> None:
         results["nginx requests"] = len(server.requests())
     results["local index seconds"] = local_index["seconds"]
     results["remote index samples"] = remote_index["samples"]
-    rows = [[name, v["p50_us"], v["p90_us"], v["p99_us"], v["mean_us"]] for name, v in results.items()
-            if isinstance(v, dict)]  # fmt: skip
+    rows = [
+        [name, v["p50_us"], v["p90_us"], v["p99_us"], v["mean_us"]]
+        for name, v in results.items()
+        if isinstance(v, dict)
+    ]
     facts = machine_facts()
-    markdown = "\n".join([
-        f"# Random access benchmark (issue #12), {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}", "",
+    lines = [
+        f"# Random access benchmark (issue #12), {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
+        "",
         f"Machine: {facts['nproc']} CPUs ({facts['usable_cpus']} usable), {facts['cpu']}, {facts['memory']} "
-        f"RAM; Python {facts['python']}; shardstream {facts['shardstream_commit']}.", "",
+        f"RAM; Python {facts['python']}; shardstream {facts['shardstream_commit']}.",
+        "",
         f"{results['samples']:,} ShardWriter samples in {results['shards']} shards; {accesses} random "
-        "accesses per row after 50 warm-up ones (tarfile: 240 after 10), page cache warm, one process.", "",
-        table(["access", "p50 us", "p90 us", "p99 us", "mean us"], rows), "",
+        "accesses per row after 50 warm-up ones (tarfile: 240 after 10), page cache warm, one process.",
+        "",
+        table(["access", "p50 us", "p90 us", "p99 us", "mean us"], rows),
+        "",
         f"Indexing: local {results['local index seconds']} s; the same shards through nginx "
         f"{results['index over nginx seconds']} s (streamed, 2 workers). Requests nginx served in all: "
-        f"{results['nginx requests']}.", "",
-    ])  # fmt: skip
+        f"{results['nginx requests']}.",
+        "",
+    ]
+    markdown = "\n".join(lines)
     print(markdown)
     save_results(RESULTS, f"shardmap-{stamp(args.quick)}", {"machine": facts, **results}, markdown, print)
 

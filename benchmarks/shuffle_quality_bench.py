@@ -118,11 +118,25 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             firsts.append(first_ms)
         assert sorted(out) == sorted(order), f"{name}: not every sample exactly once"
         reference = keys_of(index, **{**options, "defer_reads": False})[0]
-        rows.append({"config": name, **options, **measure(order, out, b, shard_of),
-                     "first_ms": min(firsts), "identical": out == reference})  # fmt: skip
-    return {"date": datetime.date.today().isoformat(), "samples": args.samples, "shards": args.shards,
-            "size": args.size, "buffer": b, "uniform_same_shard": 1 / args.shards, "rows": rows,
-            "load": os.getloadavg()[0]}  # fmt: skip
+        rows.append(
+            {
+                "config": name,
+                **options,
+                **measure(order, out, b, shard_of),
+                "first_ms": min(firsts),
+                "identical": out == reference,
+            }
+        )
+    return {
+        "date": datetime.date.today().isoformat(),
+        "samples": args.samples,
+        "shards": args.shards,
+        "size": args.size,
+        "buffer": b,
+        "uniform_same_shard": 1 / args.shards,
+        "rows": rows,
+        "load": os.getloadavg()[0],
+    }
 
 
 def to_markdown(result: dict[str, Any]) -> str:

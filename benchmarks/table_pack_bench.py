@@ -200,8 +200,10 @@ def report(results: dict[str, dict[str, dict]], stem: str, *, save: bool) -> Non
     verdict = "within" if big <= small * 1.10 + 10 else "NOT within"
     lines.append("")
     names = list(results)
-    lines.append(f"Pack peak: {small:.0f} MiB ({names[0]} MB file) vs {big:.0f} MiB ({names[1]} MB file): "
-                 f"{verdict} 10% + 10 MiB.")  # fmt: skip
+    lines.append(
+        f"Pack peak: {small:.0f} MiB ({names[0]} MB file) vs {big:.0f} MiB ({names[1]} MB file): "
+        f"{verdict} 10% + 10 MiB."
+    )
     text = "\n".join(lines)
     print(text)
     if save:

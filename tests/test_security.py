@@ -124,8 +124,14 @@ def test_a_pickle_payload_in_a_member_does_not_run(tmp_path, ext, on_error):
     UNSAFE_LOAD[ext](PAYLOADS[ext](proof))
     assert proof.exists(), "the payload must be live, or this test proves nothing"
     marker = tmp_path / "payload-ran"
-    index = _pack(tmp_path / "d", [("good-0", [(ext, SAFE[ext])]), ("evil", [(ext, PAYLOADS[ext](marker))]),
-                                   ("good-1", [(ext, SAFE[ext])])])  # fmt: skip
+    index = _pack(
+        tmp_path / "d",
+        [
+            ("good-0", [(ext, SAFE[ext])]),
+            ("evil", [(ext, PAYLOADS[ext](marker))]),
+            ("good-1", [(ext, SAFE[ext])]),
+        ],
+    )
     ds = ShardDataset(index, shuffle=False, on_error=on_error, keep_length=False)
     if on_error == "raise":
         with pytest.raises(DecodeError) as info:
@@ -153,8 +159,14 @@ def test_the_stream_command_decodes_payload_members_without_running_them(tmp_pat
 
 USER, PASSWORD, TOKEN = "alice", "pw-s3cr3t-not-to-be-shown", "SECRET-TOKEN-not-to-be-shown"
 SECRETS = (PASSWORD, TOKEN)
-FAST = HttpOptions(headers={"Authorization": f"Bearer {TOKEN}"}, retries=2, backoff=0.01, max_backoff=0.02,
-                   connect_timeout=2, read_timeout=2)  # fmt: skip
+FAST = HttpOptions(
+    headers={"Authorization": f"Bearer {TOKEN}"},
+    retries=2,
+    backoff=0.01,
+    max_backoff=0.02,
+    connect_timeout=2,
+    read_timeout=2,
+)
 
 
 class SecretShown(AssertionError):
@@ -289,9 +301,14 @@ def test_openers_and_the_cache_never_show_credentials(site, caplog, tmp_path):
     exc, text = _attempt(caplog, lambda: list(ds), ShardReadError)
     assert "sha256 mismatch" in str(exc) and f"{site.port}/d/train-000000.tar" in str(exc)
     _assert_hidden(text)
-    _, text = _attempt(caplog, lambda: read_small(_creds(f"{site.url}/d/train-000001.tar"),
-                                                  OpenOptions(http=FAST, cache_dir=str(tmp_path / "small"),
-                                                              cache_size=10)), None)  # fmt: skip
+    _, text = _attempt(
+        caplog,
+        lambda: read_small(
+            _creds(f"{site.url}/d/train-000001.tar"),
+            OpenOptions(http=FAST, cache_dir=str(tmp_path / "small"), cache_size=10),
+        ),
+        None,
+    )
     assert "more than cache_size" in text
     _assert_hidden(text)
     assert _token_was_sent(site)
@@ -331,8 +348,9 @@ def test_the_stream_command_never_shows_credentials_on_failure(site, caplog, wor
 
 # Messages built from a URL far from the HTTP code: the error base class and ShardList redact them.
 def test_a_missing_index_never_shows_credentials(site, caplog):
-    exc, text = _attempt(caplog, lambda: ShardDataset(_creds(f"{site.url}/nope/{INDEX_NAME}"), http=FAST),
-                         FormatError)  # fmt: skip
+    exc, text = _attempt(
+        caplog, lambda: ShardDataset(_creds(f"{site.url}/nope/{INDEX_NAME}"), http=FAST), FormatError
+    )
     assert "index not found" in str(exc) and f"{site.port}/nope/{INDEX_NAME}" in str(exc)
     _assert_hidden(text)
 
@@ -346,8 +364,9 @@ def test_a_bad_pattern_never_shows_credentials(site, caplog):
 
 def test_a_malformed_index_never_shows_credentials(site, caplog):
     (Path(site.root) / "d" / INDEX_NAME).write_text("{not json")
-    exc, text = _attempt(caplog, lambda: ShardDataset(_creds(f"{site.url}/d/{INDEX_NAME}"), http=FAST),
-                         FormatError)  # fmt: skip
+    exc, text = _attempt(
+        caplog, lambda: ShardDataset(_creds(f"{site.url}/d/{INDEX_NAME}"), http=FAST), FormatError
+    )
     assert "not valid JSON" in str(exc)
     _assert_hidden(text)
 
@@ -464,12 +483,12 @@ def test_pack_of_a_manifest_with_dotdot_and_absolute_keys_writes_only_into_outdi
     ]
     manifest = tmp_path / "m" / "manifest.jsonl"
     manifest.write_text("".join(json.dumps(r) + "\n" for r in records))
+    fields = ["--media-field", "doc", "--media-field", "docs", "--media-field", "x/../../../outside/evil"]
     for naming in ("ext", "field"):
         before = _tree(tmp_path)
         out = tmp_path / f"out-{naming}"
-        result = runner.invoke(app, ["pack", str(manifest), str(out), "--media-field", "doc", "--media-field",
-                                     "docs", "--media-field", "x/../../../outside/evil", "--member-naming",
-                                     naming, "--json", "-q"])  # fmt: skip
+        command = ["pack", str(manifest), str(out), *fields, "--member-naming", naming, "--json", "-q"]
+        result = runner.invoke(app, command)
         assert result.exit_code == 0, result.output
         summary = json.loads(result.stdout)
         assert summary["samples"] == 3 and summary["rejected"] == {"bad-key": len(evil_keys)}
@@ -547,8 +566,12 @@ def test_commands_reading_crafted_member_names_write_nothing(tmp_path, monkeypat
     work.mkdir(parents=True)
     monkeypatch.chdir(work)  # where a command extracting "../x" would write
     before = _tree(tmp_path)
-    for args in (["verify", str(data)], ["info", str(data)], ["stream", str(data), "--json", "--no-decode"],
-                 ["stream", str(data), "--json"]):  # fmt: skip
+    for args in (
+        ["verify", str(data)],
+        ["info", str(data)],
+        ["stream", str(data), "--json", "--no-decode"],
+        ["stream", str(data), "--json"],
+    ):
         result = runner.invoke(app, args)
         assert result.exit_code == 0, (args, result.output)
     assert json.loads(result.stdout)["samples"] == 4
@@ -576,13 +599,20 @@ def test_cache_files_stay_flat_inside_cache_dir_whatever_the_url(tmp_path):
     (tmp_path / "d").mkdir()  # where a cache laid out by URL path would put "/../../../../d/..."
     before = _tree(tmp_path)
     with FaultServer(root) as server:
-        urls = [f"{server.url}/../../../../d/train-000000.tar",  # urllib3 drops the dot segments it sends
-                f"{server.url}/d/{quote(odd)}"]  # fmt: skip
+        urls = [
+            f"{server.url}/../../../../d/train-000000.tar",  # urllib3 drops the dot segments it sends
+            f"{server.url}/d/{quote(odd)}",
+        ]
         ds = ShardDataset(urls, decode=False, shuffle=False, cache_dir=cache)
         assert len(list(ds)) == 4
         opening = OpenOptions(cache_dir=str(cache))
-        for missing in ("/../../../../outside/evil", "/d/..%2F..%2F..%2Foutside%2Fevil", "/d/../../../../",
-                        "/d/x?p=/../../../outside/evil#/../../outside/evil2", "/d/%00/.."):  # fmt: skip
+        for missing in (
+            "/../../../../outside/evil",
+            "/d/..%2F..%2F..%2Foutside%2Fevil",
+            "/d/../../../../",
+            "/d/x?p=/../../../outside/evil#/../../outside/evil2",
+            "/d/%00/..",
+        ):
             assert read_small(server.url + missing, opening) is None  # absent, remembered in the cache
     names = os.listdir(cache)
     assert len([n for n in names if n.endswith(".absent")]) == 5

@@ -125,10 +125,24 @@ def test_nginx_missing_binary_names_the_package(www: Path, tmp_path: Path) -> No
 
 
 RANGES = [
-    "bytes=0-0", "bytes=-1", "bytes=5-", "bytes=199999-", "bytes=200000-", "bytes=10-5", "bytes=0-999999",
-    "bytes=-0", "bytes=-999999", "bytes=abc", "bytes= 3 - 4", "BYTES=3-4", "bytes=-", "bytes=3-4,",
-    "bytes=1-2,300000-", "bytes=00-01", "items=0-1",
-]  # fmt: skip
+    "bytes=0-0",
+    "bytes=-1",
+    "bytes=5-",
+    "bytes=199999-",
+    "bytes=200000-",
+    "bytes=10-5",
+    "bytes=0-999999",
+    "bytes=-0",
+    "bytes=-999999",
+    "bytes=abc",
+    "bytes= 3 - 4",
+    "BYTES=3-4",
+    "bytes=-",
+    "bytes=3-4,",
+    "bytes=1-2,300000-",
+    "bytes=00-01",
+    "items=0-1",
+]
 
 
 def test_fault_server_answers_ranges_and_conditions_like_nginx(www: Path) -> None:

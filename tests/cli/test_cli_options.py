@@ -37,8 +37,11 @@ def test_image_max_side_downscales_the_packed_images(tmp_path):
         (src / name).write_bytes(buffer.getvalue())
     _pack(str(src), str(tmp_path / "small"), "--image-max-side", "16")
     packed = read_with_tarfile(shard_paths(tmp_path / "small"))
-    got = {f"{key}.{ext}": Image.open(io.BytesIO(data)).size for key, members in packed.items()
-           for ext, data in members.items()}  # fmt: skip
+    got = {
+        f"{key}.{ext}": Image.open(io.BytesIO(data)).size
+        for key, members in packed.items()
+        for ext, data in members.items()
+    }
     assert got == {"a.jpg": (16, 12), "b.png": (8, 16), "c.webp": (16, 16), "d.png": (10, 8)}
     assert packed["d"]["png"] == (src / "d.png").read_bytes()  # small enough: kept byte for byte
 
@@ -160,8 +163,8 @@ def test_stream_zero_copy_reads_every_sample_in_process_and_through_workers(tmp_
 
 
 def _bytes_read() -> int:
-    return int(next(line for line in Path("/proc/self/io").read_text().splitlines()
-                    if line.startswith("rchar:")).split()[1])  # fmt: skip
+    lines = Path("/proc/self/io").read_text().splitlines()
+    return int(next(line for line in lines if line.startswith("rchar:")).split()[1])
 
 
 def test_stream_front_to_back_reads_the_buffer_first_and_defer_reads_only_what_it_hands_out(tmp_path):

@@ -83,8 +83,13 @@ def _write_wds(samples: dict[str, dict[str, bytes]], out: Path) -> Path:
 
 def _index(shards: Path, *extra: str) -> dict:
     command = [str(BIN)] if BIN.exists() else [sys.executable, "-m", "shardstream_cli"]
-    done = subprocess.run([*command, "index", str(shards), "--json", *extra], capture_output=True, text=True,
-                          timeout=120, check=True)  # fmt: skip
+    done = subprocess.run(
+        [*command, "index", str(shards), "--json", *extra],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
     return json.loads(done.stdout)
 
 
@@ -115,8 +120,14 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> dict:
     apart = root / "apart"
     _index(wds_dir, "--out", str(apart))
     expected = _in_order(sorted(packed.glob("*.tar")))
-    return {"samples": samples, "packed": packed, "indexed": wds_dir, "apart": apart, "expected": expected,
-            "wds_tars": sorted(wds_dir.glob("*.tar"))}  # fmt: skip
+    return {
+        "samples": samples,
+        "packed": packed,
+        "indexed": wds_dir,
+        "apart": apart,
+        "expected": expected,
+        "wds_tars": sorted(wds_dir.glob("*.tar")),
+    }
 
 
 def _ok(args: list[str]):
@@ -153,12 +164,15 @@ def test_ls_limit_and_json_lines(data):
 
 
 def test_ls_does_not_import_torch(data):
-    script = ("import sys\nfrom shardstream_cli import app\n"
-              "try:\n    app(['ls', sys.argv[1], '--limit', '2'])\n"
-              "except SystemExit as exit:\n    assert exit.code in (0, None), exit.code\n"
-              "assert 'torch' not in sys.modules, 'ls imported torch'\n")  # fmt: skip
-    done = subprocess.run([sys.executable, "-c", script, str(data["indexed"])], capture_output=True,
-                          text=True, timeout=60)  # fmt: skip
+    script = (
+        "import sys\nfrom shardstream_cli import app\n"
+        "try:\n    app(['ls', sys.argv[1], '--limit', '2'])\n"
+        "except SystemExit as exit:\n    assert exit.code in (0, None), exit.code\n"
+        "assert 'torch' not in sys.modules, 'ls imported torch'\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(data["indexed"])], capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[-1] == f"2 of {SAMPLES} samples shown"
 
@@ -176,9 +190,14 @@ def test_cat_field_is_byte_identical_to_the_tar_member(data, kind):
 def test_cat_without_a_field_prints_where_the_sample_is(data):
     doc = json.loads(_ok(["cat", str(data["indexed"]), "sample000005"]).stdout)
     members = data["samples"]["sample000005"]
-    assert doc == {"key": "sample000005", "url": str(data["indexed"] / "wds-000001.tar"), "shard": 1,
-                   "sample_in_shard": 1, "position": 5,
-                   "members": {ext: len(v) for ext, v in sorted(members.items())}}  # fmt: skip
+    assert doc == {
+        "key": "sample000005",
+        "url": str(data["indexed"] / "wds-000001.tar"),
+        "shard": 1,
+        "sample_in_shard": 1,
+        "position": 5,
+        "members": {ext: len(v) for ext, v in sorted(members.items())},
+    }
     by_position = json.loads(_ok(["cat", str(data["apart"]), "--position", "5"]).stdout)
     assert by_position == doc
 
@@ -231,8 +250,13 @@ def test_stats_from_the_index_or_from_the_tar_headers(data, kind):
     assert (doc["fields"], doc["shards"], doc["samples"], doc["bytes"]) == (fields, 2, SAMPLES, sum(sizes))
     assert counts == [4, 2]
     assert doc["samples_per_shard"] == {"min": 2, "p50": 2, "p90": 4, "max": 4, "mean": 3.0}
-    assert doc["shard_bytes"] == {"min": min(sizes), "p50": min(sizes), "p90": max(sizes), "max": max(sizes),
-                                  "mean": round(sum(sizes) / 2, 1)}  # fmt: skip
+    assert doc["shard_bytes"] == {
+        "min": min(sizes),
+        "p50": min(sizes),
+        "p90": max(sizes),
+        "max": max(sizes),
+        "mean": round(sum(sizes) / 2, 1),
+    }
     text = _ok(["stats", source]).stdout
     assert "figures:  from the " + doc["from"] in text and "samples/shard: min 2  p50 2  p90 4" in text
 

@@ -145,9 +145,13 @@ def test_a_driver_killed_leaves_no_ray_process_and_resume_gives_the_same_bytes(r
         _until(lambda: not _alive(worker), "the part's Ray worker ending", 30)  # type: ignore[arg-type]
         fifo.serve()
         resumed = pack_in_parts(
-            corpus.manifest, out, _options(workers=2, resume=True), partition_rows=ROWS, engine="ray",
+            corpus.manifest,
+            out,
+            _options(workers=2, resume=True),
+            partition_rows=ROWS,
+            engine="ray",
             ray_address=ray_address,
-        )  # fmt: skip
+        )
         assert resumed.resumed_from_shard > 0
         pack_in_parts(corpus.manifest, tmp_path / "local", _options(), partition_rows=ROWS)
     finally:

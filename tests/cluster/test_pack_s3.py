@@ -67,8 +67,8 @@ def test_media_and_outdir_on_s3_give_the_local_shards_and_read_back_once(
 
     # The same by hand (a SLURM array on machines without a shared filesystem): the same objects.
     hand = s3_bucket.url("parts/hand")
-    planned = runner.invoke(app, ["pack", "plan", str(corpus.manifest), hand, "--max-count", "9",
-                                  "--partition-rows", str(ROWS), "--media-root", media])  # fmt: skip
+    options = ["--max-count", "9", "--partition-rows", str(ROWS), "--media-root", media]
+    planned = runner.invoke(app, ["pack", "plan", str(corpus.manifest), hand, *options])
     assert planned.exit_code == 0, planned.output
     for number in (2, 0, 3, 1):
         assert runner.invoke(app, ["pack", "part", hand, "--part", str(number)]).exit_code == 0
@@ -76,6 +76,5 @@ def test_media_and_outdir_on_s3_give_the_local_shards_and_read_back_once(
     assert committed.exit_code == 0, committed.output
     assert digests(_download(s3_bucket, hand, tmp_path / "hand")) == got
     # A pack already committed there is refused without --overwrite, and --resume finds it finished.
-    again = runner.invoke(app, ["pack", str(corpus.manifest), hand, "--max-count", "9", "--partition-rows",
-                                str(ROWS), "--media-root", media])  # fmt: skip
+    again = runner.invoke(app, ["pack", str(corpus.manifest), hand, *options])
     assert again.exit_code == 1 and "already holds shards or an index" in again.output

@@ -40,9 +40,16 @@ def entries(n: int, sha: str = "all", prefix: str = "train") -> list[ShardEntry]
 
 def make_index(n: int, *, sha: str = "all", pattern: bool = True) -> DatasetIndex:
     shards = entries(n, sha)
-    return DatasetIndex(f"train-{{000000..{n - 1:06d}}}.tar" if pattern else None, shards, {"jpg": 3 * n},
-                        {"max_size": 10**6}, {"missing": 2}, field_bytes={"jpg": 99}, sidecars="sc",
-                        keys="shardstream-keys")  # fmt: skip
+    return DatasetIndex(
+        f"train-{{000000..{n - 1:06d}}}.tar" if pattern else None,
+        shards,
+        {"jpg": 3 * n},
+        {"max_size": 10**6},
+        {"missing": 2},
+        field_bytes={"jpg": 99},
+        sidecars="sc",
+        keys="shardstream-keys",
+    )
 
 
 @pytest.mark.parametrize("pattern", [True, False], ids=["pattern", "names"])
@@ -124,9 +131,13 @@ def _damage(path: Path, how: str) -> None:
 
 @pytest.mark.parametrize(
     ("how", "says"),
-    [("missing", "missing"), ("truncated", "bytes, the index"), ("flipped", "sha256 differs"),
-     ("replaced", "sha256 differs")],
-)  # fmt: skip
+    [
+        ("missing", "missing"),
+        ("truncated", "bytes, the index"),
+        ("flipped", "sha256 differs"),
+        ("replaced", "sha256 differs"),
+    ],
+)
 def test_a_damaged_columns_file_is_a_format_error_naming_it_and_the_fix(tmp_path, how, says):
     make_index(40).save(tmp_path / INDEX_NAME, columns=True)
     _damage(tmp_path / COLUMNS_NAME, how)

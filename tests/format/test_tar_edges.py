@@ -373,10 +373,18 @@ def test_pax_keys_and_values_that_are_not_utf8_are_read(reader):
 
 @pytest.mark.parametrize(
     "records",
-    [b"no-space-here\n", b" 9 path=a\n", b"0 path=a\n", b"99 path=a.txt\n", b"14 path=a.txt!", b"10 path\n",
-     b"x4 path=a.txt\n", b"3 \n"],
+    [
+        b"no-space-here\n",
+        b" 9 path=a\n",
+        b"0 path=a\n",
+        b"99 path=a.txt\n",
+        b"14 path=a.txt!",
+        b"10 path\n",
+        b"x4 path=a.txt\n",
+        b"3 \n",
+    ],
     ids=["no-space", "no-length", "zero", "too-long", "no-newline", "no-equals", "not-digits", "no-room"],
-)  # fmt: skip
+)
 def test_a_malformed_pax_record_is_named_at_its_header(reader, records):
     archive = _member("z.txt", b"z") + _pax(records) + _member("a.txt", b"abc") + end_of_archive()
     expected = r"^u at byte 1024: corrupt pax header \((malformed pax record|pax record without '=')"

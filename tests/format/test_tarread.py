@@ -91,18 +91,20 @@ def _names(samples):
 
 
 def test_spans_give_each_samples_byte_range_and_ends_split_samples_early():
-    archive = b"".join(
-        member_header(name, 3) + b"abc" + b"\0" * padded(3) for name in ("a.jpg", "a.txt", "b.jpg")
-    ) + end_of_archive()
+    archive = (
+        b"".join(member_header(name, 3) + b"abc" + b"\0" * padded(3) for name in ("a.jpg", "a.txt", "b.jpg"))
+        + end_of_archive()
+    )
     spans = []
     assert _names(iter_samples(io.BytesIO(archive), spans=spans)) == ["a.jpg", "a.txt", "b.jpg"]
     assert spans == [(0, 2048), (2048, 3072)]
     # With ends, a sample is complete at its end byte, whatever the next member's key.
     split = list(iter_samples(io.BytesIO(archive), ends=[1024, 2048, 3072]))
-    assert [sorted(s) for s in split] == [["__key__", "__url__", "jpg"], ["__key__", "__url__", "txt"],
-                                          ["__key__", "__url__", "jpg"]]  # fmt: skip
-
-
+    assert [sorted(s) for s in split] == [
+        ["__key__", "__url__", "jpg"],
+        ["__key__", "__url__", "txt"],
+        ["__key__", "__url__", "jpg"],
+    ]
 
 
 def test_reader_names_offset_of_truncation_and_corruption():
@@ -115,8 +117,6 @@ def test_reader_names_offset_of_truncation_and_corruption():
         list(iter_samples(io.BytesIO(bytes(damaged)), url="u"))
 
 
-
-
 @pytest.mark.parametrize("checksum_field", [b"%06o\0 ", b"%07o\0", b" %05o\0 "])
 def test_reader_accepts_every_common_checksum_spelling(checksum_field):
     header = bytearray(member_header("k.txt", 1))
@@ -125,7 +125,6 @@ def test_reader_accepts_every_common_checksum_spelling(checksum_field):
     header[148:156] = (checksum_field.decode() % value).encode()
     archive = bytes(header) + b"x" + b"\0" * 511 + end_of_archive()
     assert _names(iter_samples(io.BytesIO(archive))) == ["k.txt"]
-
 
 
 def test_the_c_path_is_built_where_it_can_be():

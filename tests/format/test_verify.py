@@ -171,7 +171,13 @@ def test_decode_check_names_each_member_that_fails(tmp_path):
     table = {"json": json.loads, "txt": _needs_a_missing_module}
     decode_check(check, lambda name: table.get(name), progress=seen.append)
     assert seen == [1, 1, 1] and check.decoded == {"json": 2}
-    assert check.decode_failures == [{"shard": str(root / "train-000000.tar"), "key": "b", "member": "json",
-                                      "reason": check.decode_failures[0]["reason"]}]  # fmt: skip
+    assert check.decode_failures == [
+        {
+            "shard": str(root / "train-000000.tar"),
+            "key": "b",
+            "member": "json",
+            "reason": check.decode_failures[0]["reason"],
+        }
+    ]
     assert "Expecting property name" in check.decode_failures[0]["reason"]
     assert check.problems == ["3 txt member(s) not decoded: No module named 'shardstream_no_such_module'"]

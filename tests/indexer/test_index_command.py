@@ -75,8 +75,9 @@ def test_gnu_tar_archives_with_directory_entries(tmp_path):
     assert summary["samples"] == 18 and summary["pattern"] is None  # names without a number: no range
     for workers in (0, 2):
         got = {}
-        for keys_and_samples in DataLoader(ShardDataset(tmp_path, decode=False, seed=1), batch_size=None,
-                                           num_workers=workers):  # fmt: skip
+        for keys_and_samples in DataLoader(
+            ShardDataset(tmp_path, decode=False, seed=1), batch_size=None, num_workers=workers
+        ):
             got[keys_and_samples["__key__"]] = keys_and_samples
         assert set(got) == set(expected)
         assert all(got[k]["bin"] == v["bin"] and got[k]["txt"] == v["txt"] for k, v in expected.items())
@@ -152,8 +153,12 @@ def test_kill_9_mid_index_then_rerun_gives_the_same_index(tmp_path, workers):
     index(str(data), "--out", str(reference))
     expected = (reference / INDEX_NAME).read_text().replace(str(reference), "")
     out = tmp_path / "out"
-    killed = subprocess.run([sys.executable, "-c", KILLER, str(data), str(out), str(workers), "17"],
-                            capture_output=True, text=True, timeout=120)  # fmt: skip
+    killed = subprocess.run(
+        [sys.executable, "-c", KILLER, str(data), str(out), str(workers), "17"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     journal = out / ".shardstream-index-work" / "journal.jsonl"
     assert journal.read_text().count("\n") >= 16 and not (out / INDEX_NAME).exists()
@@ -177,12 +182,15 @@ def test_parts_then_merge_equal_one_run(tmp_path):
     merged = index(str(data), "--out", str(parts))
     assert merged["scanned"] == 0
     for name in (INDEX_NAME, "shardstream-keys", "shardstream-keys.idx"):
-        assert (parts / name).read_bytes().replace(bytes(parts), b"") == (whole / name).read_bytes().replace(
-            bytes(whole), b"")
+        in_parts = (parts / name).read_bytes().replace(bytes(parts), b"")
+        assert in_parts == (whole / name).read_bytes().replace(bytes(whole), b"")
     # Different options over an unfinished folder are refused, naming the option.
     index(str(data), "--out", str(tmp_path / "p2"), "--part", "1/2")
-    done = subprocess.run([SHARDSTREAM, "index", str(data), "--out", str(tmp_path / "p2"), "--checksum"],
-                          capture_output=True, text=True)  # fmt: skip
+    done = subprocess.run(
+        [SHARDSTREAM, "index", str(data), "--out", str(tmp_path / "p2"), "--checksum"],
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 1 and "checksum" in done.stderr
 
 
@@ -209,8 +217,9 @@ def test_sidecar_names_from_odd_shard_names_stay_inside_out(tmp_path):
     summary = index(str(listing), "--out", str(out))
     assert summary["shards"] == 3 and summary["samples"] == 9
     written = [p for p in tmp_path.rglob("*") if p.is_file() and not str(p).startswith(str(out))]
-    assert sorted(p.name for p in written) == sorted(["..weird name?&=.tar", "list.txt", "w-000000.tar",
-                                                      "w-000001.tar"])  # fmt: skip
+    assert sorted(p.name for p in written) == sorted(
+        ["..weird name?&=.tar", "list.txt", "w-000000.tar", "w-000001.tar"]
+    )
     sidecars = sorted(p.name for p in (out / "sidecars").iterdir())
     assert len(sidecars) == 3 and all("/" not in n and not n.startswith(".") for n in sidecars)
     assert len(list(ShardDataset(out, decode=False))) == 9

@@ -22,8 +22,9 @@ from shardstream.format.scan import scan_file, scan_shard
 segment = st.text(alphabet="abcXYZ019_-é", min_size=1, max_size=8)
 folder = st.text(alphabet="ab.9é", min_size=1, max_size=6).filter(lambda f: f not in (".", ".."))
 # Dots may sit in folder names (the key runs to the first dot after the last slash), not in the last part.
-key_strategy = st.builds(lambda folders, last: "/".join([*folders, last.replace(".", "_")]),
-                         st.lists(folder, max_size=2), segment)  # fmt: skip
+key_strategy = st.builds(
+    lambda folders, last: "/".join([*folders, last.replace(".", "_")]), st.lists(folder, max_size=2), segment
+)
 member = st.tuples(st.sampled_from(["jpg", "txt", "json", "0.png", "tar.gz", ""]), st.integers(0, 2000))
 sample_strategy = st.tuples(key_strategy, st.lists(member, min_size=1, max_size=3, unique_by=lambda m: m[0]))
 
@@ -193,8 +194,12 @@ def test_a_walk_across_many_windows_seeks_streams_and_hashes_alike(tmp_path, nat
     full = list(iter_samples(io.BytesIO(data), url="t"))
     if not native:
         monkeypatch.setattr(scan_module, "_member_at", None)
-    scans = [scan_file(path), scan_file(path, checksum=True), scan_shard(Trickle(data, 4099), url="t"),
-             scan_shard(Trickle(data, 300_000), url="t", checksum=True)]  # fmt: skip
+    scans = [
+        scan_file(path),
+        scan_file(path, checksum=True),
+        scan_shard(Trickle(data, 4099), url="t"),
+        scan_shard(Trickle(data, 300_000), url="t", checksum=True),
+    ]
     digest = hashlib.sha256(data).hexdigest()
     for scan in scans:
         assert scan.damage is None and scan.size == len(data)
@@ -262,8 +267,10 @@ def test_each_kind_of_damage_is_named_where_it_is(tmp_path, native, monkeypatch,
     path.write_bytes(data)
     for scan in (scan_file(path), scan_shard(io.BytesIO(data), url=str(path))):
         if damage == "cut-data" and "stream ends" in (scan.damage or ""):  # a stream cannot know the length
-            assert scan.damage == ("truncated tar: the stream ends before byte 3072, inside the data of the "
-                                   "member whose header is here")  # fmt: skip
+            assert scan.damage == (
+                "truncated tar: the stream ends before byte 3072, inside the data of the "
+                "member whose header is here"
+            )
             assert scan.damage_offset == offset
         else:
             assert (scan.damage, scan.damage_offset) == (message, offset)
@@ -302,8 +309,11 @@ def test_the_key_file_layout_is_pinned(tmp_path, monkeypatch, target):
     assert lines[0] == b"a\x000000000000000001\n"
     # A block starts at the first line, then at the first new key `target` bytes or more past the block's
     # start (38: b at 38, d at 76; 40: c at 57); the last line closes the index with the data's length.
-    blocks = [b"b\x000000000000000026\n", b"d\x00000000000000004c\n"] if target == 38 else [
-        b"c\x000000000000000039\n"]  # fmt: skip
+    blocks = (
+        [b"b\x000000000000000026\n", b"d\x00000000000000004c\n"]
+        if target == 38
+        else [b"c\x000000000000000039\n"]
+    )
     expected = b"a\x000000000000000000\n" + b"".join(blocks) + b"\x00000000000000005f\n"
     assert (tmp_path / "k.idx").read_bytes() == expected
     assert writer.lines == 5 and writer.repeated == 1 and not list(tmp_path.glob(".*.tmp"))

@@ -17,9 +17,18 @@ from tests.indexer.builders import shardwriter_dataset
 
 @pytest.mark.parametrize(
     "name",
-    ["../../etc/passwd", "/abs/path/x.tar", "https://h/a/b.tar?sig=1&x=/../../y", "..", ".hidden.tar",
-     "a b\\c:d*.tar", "é" * 300 + ".tar", "https://h/", "x/"],
-)  # fmt: skip
+    [
+        "../../etc/passwd",
+        "/abs/path/x.tar",
+        "https://h/a/b.tar?sig=1&x=/../../y",
+        "..",
+        ".hidden.tar",
+        "a b\\c:d*.tar",
+        "é" * 300 + ".tar",
+        "https://h/",
+        "x/",
+    ],
+)
 def test_derived_sidecar_names_are_one_plain_file_name(tmp_path, name):
     derived = offsets_sidecar(name)
     assert "/" not in derived and "\\" not in derived and not derived.startswith(".")
@@ -38,8 +47,11 @@ def test_a_folder_is_walked_sorted_without_hidden_files(tmp_path):
     (tmp_path / ".cache" / "x.tar").write_bytes(b"")
     (tmp_path / "a" / "notes.txt").write_text("not a shard")
     source = resolve_source(str(tmp_path))
-    assert [os.path.relpath(u, tmp_path) for u in source.urls] == ["a/w-000000.tar", "a/w-000001.tar",
-                                                                    "b/w-000000.tar"]  # fmt: skip
+    assert [os.path.relpath(u, tmp_path) for u in source.urls] == [
+        "a/w-000000.tar",
+        "a/w-000001.tar",
+        "b/w-000000.tar",
+    ]
 
 
 def test_bad_sources_name_the_fix(tmp_path):
@@ -94,7 +106,7 @@ def test_an_fsspec_folder_is_listed_and_streamed(tmp_path):
         ("X.tar", "X.tar-4df0a1e94a0d"),
         ("\udcff.tar", "_.tar-5fcd958d7bd1"),  # a file name that is not UTF-8, as os.listdir gives it
     ],
-)  # fmt: skip
+)
 def test_sidecar_stems_are_pinned(name, stem):
     # Pinned: an index written today names its sidecars this way, so a reader must derive the same names.
     assert sidecar_stem(name) == stem and offsets_sidecar(name) == stem + ".offsets"

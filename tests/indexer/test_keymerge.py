@@ -13,8 +13,10 @@ from shardstream.indexer import keymerge
 
 
 @settings(max_examples=60, deadline=None)
-@given(runs=st.lists(st.lists(st.text(alphabet="abc", max_size=4), max_size=20), min_size=1, max_size=12),
-       fan_in=st.sampled_from([2, 3, 256]))  # fmt: skip
+@given(
+    runs=st.lists(st.lists(st.text(alphabet="abc", max_size=4), max_size=20), min_size=1, max_size=12),
+    fan_in=st.sampled_from([2, 3, 256]),
+)
 def test_runs_merge_into_the_sorted_union(tmp_path_factory, runs, fan_in):
     folder = tmp_path_factory.mktemp("runs")
     paths, every = [], []

@@ -23,8 +23,9 @@ FAST = HttpOptions(connect_timeout=2, read_timeout=5, retries=1, backoff=0.01)
 
 
 def index(*args: str) -> dict:
-    done = subprocess.run([SHARDSTREAM, "index", *args, "--json", "--quiet"], capture_output=True, text=True,
-                          timeout=120)  # fmt: skip
+    done = subprocess.run(
+        [SHARDSTREAM, "index", *args, "--json", "--quiet"], capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
@@ -65,8 +66,11 @@ def test_unknown_positions_and_keys_are_clear_errors(indexed):
 def test_decoding_and_fields_as_in_shard_dataset(indexed):
     root, in_order = indexed
     labels = ShardMap(root, fields=["cls"])
-    assert labels[5] == {"__key__": in_order[5]["__key__"], "__url__": in_order[5]["__url__"],
-                         "cls": int(in_order[5]["cls"])}  # fmt: skip
+    assert labels[5] == {
+        "__key__": in_order[5]["__key__"],
+        "__url__": in_order[5]["__url__"],
+        "cls": int(in_order[5]["cls"]),
+    }
 
 
 def test_in_dataloader_workers(indexed):
@@ -117,8 +121,11 @@ def test_over_nginx_one_range_request_per_sample(indexed, tmp_path):
         key = in_order[30]["__key__"]
         assert samples.get(key)["jpg"] == in_order[30]["jpg"]
         log = server.wait_requests(before + 3)[before:]
-        assert [Path(r.path).name for r in log if r.range] == ["shardstream-keys", "w-000004.tar"] or [
-            Path(r.path).name for r in log if r.range] == ["shardstream-keys", "w-000002.tar"]  # fmt: skip
+        ranged = [Path(r.path).name for r in log if r.range]
+        assert ranged == ["shardstream-keys", "w-000004.tar"] or ranged == [
+            "shardstream-keys",
+            "w-000002.tar",
+        ]
 
 
 def test_index_of_remote_shards_over_nginx_equals_the_local_index(indexed, tmp_path):

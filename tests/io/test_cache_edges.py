@@ -423,9 +423,15 @@ print(sorted(p.name for p in folder.iterdir()))
 def test_a_temp_file_whose_close_fails_is_still_removed(tmp_path):
     folder = tmp_path / "cache"
     folder.mkdir()
-    result = subprocess.run([sys.executable, "-c", _CLOSE_FAILS, str(folder)], capture_output=True, text=True,
-                            timeout=60, check=False)  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-c", _CLOSE_FAILS, str(folder)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.splitlines() == [
-        "OSError http://example.test/big.tar: fetch failed: [Errno 27] File too large", "[]"
+        "OSError http://example.test/big.tar: fetch failed: [Errno 27] File too large",
+        "[]",
     ]

@@ -108,8 +108,13 @@ def test_range_resume_asks_for_the_byte_where_it_broke(served):
 
 
 def test_stalls_503s_429s_and_truncated_bodies_are_ridden_through(served):
-    faults = Faults(only="*.tar", status_codes=[503, 503, 429], stall_after=[2000, None], stall_seconds=1.0,
-                    truncate=[None, None, 5000])  # fmt: skip
+    faults = Faults(
+        only="*.tar",
+        status_codes=[503, 503, 429],
+        stall_after=[2000, None],
+        stall_seconds=1.0,
+        truncate=[None, None, 5000],
+    )
     with FaultServer(served, faults=faults) as server:
         started = time.monotonic()
         ds = ShardDataset(f"{server.url}/d/shardstream-index.json", decode=False, seed=3, http=FAST)
@@ -174,8 +179,10 @@ def test_cache_size_limit_holds_and_shared_cache_stays_intact(served, tmp_path):
     limit = shard_sizes[-1] + shard_sizes[-2]
     with nginx(served) as server:
         url = f"{server.url}/d/shardstream-index.json"
-        datasets = [ShardDataset(url, decode=False, seed=s, cache_dir=cache, cache_size=limit, http=FAST)
-                    for s in (1, 2)]  # fmt: skip
+        datasets = [
+            ShardDataset(url, decode=False, seed=s, cache_dir=cache, cache_size=limit, http=FAST)
+            for s in (1, 2)
+        ]
         for ds in datasets:
             assert sorted(_keys(ds, workers=2)) == sorted(_local(served))
     cached = [p for p in cache.rglob("*") if p.is_file() and p.suffix == ".tar"]
@@ -254,9 +261,13 @@ def test_a_missing_token_is_refused_at_once_through_the_dataset(served):
 
 @pytest.mark.parametrize(
     ("etag", "modified", "sent"),
-    [('"abc"', "Mon, 30 Nov 2026 10:00:00 GMT", '"abc"'), ('W/"abc"', "Mon, 30 Nov 2026 10:00:00 GMT",
-     "Mon, 30 Nov 2026 10:00:00 GMT"), ('W/"abc"', None, None), (None, None, None)],
-)  # fmt: skip
+    [
+        ('"abc"', "Mon, 30 Nov 2026 10:00:00 GMT", '"abc"'),
+        ('W/"abc"', "Mon, 30 Nov 2026 10:00:00 GMT", "Mon, 30 Nov 2026 10:00:00 GMT"),
+        ('W/"abc"', None, None),
+        (None, None, None),
+    ],
+)
 def test_if_range_sends_a_strong_etag_else_last_modified_never_a_weak_etag(etag, modified, sent):
     """A weak ETag never matches in If-Range, so every resume against such a server would be refused."""
     assert if_range((etag, modified, 1000)) == sent

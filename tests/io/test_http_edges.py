@@ -335,9 +335,18 @@ def _chained(error, cause=None, context=None):
         (ssl.SSLError(1, "certificate_verify_failed in lower case is not OpenSSL's"), False),
         (MaxRetryError(None, "https://h/a.tar", reason=ProtocolError("reset")), False),
     ],
-    ids=["verify-error", "by-text", "max-retry-reason-cause", "cause", "context", "cause-first", "other-ssl",
-         "lower-case", "no-tls"],
-)  # fmt: skip
+    ids=[
+        "verify-error",
+        "by-text",
+        "max-retry-reason-cause",
+        "cause",
+        "context",
+        "cause-first",
+        "other-ssl",
+        "lower-case",
+        "no-tls",
+    ],
+)
 def test_a_certificate_problem_is_found_anywhere_in_the_exception_chain(exc, expected):
     assert certificate_problem(exc) is expected
 

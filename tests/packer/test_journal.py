@@ -118,9 +118,12 @@ def test_an_entry_recorded_before_any_shard_reads_back(tmp_path):
 
 @pytest.mark.parametrize(
     ("entry", "error"),
-    [({"position": 1}, "KeyError: 'shard'"), ([1, 2], "TypeError: list indices"),
-     ({**_progress(1).to_json(), "shard": ["a.tar", 1]}, "TypeError: ShardEntry")],
-)  # fmt: skip
+    [
+        ({"position": 1}, "KeyError: 'shard'"),
+        ([1, 2], "TypeError: list indices"),
+        ({**_progress(1).to_json(), "shard": ["a.tar", 1]}, "TypeError: ShardEntry"),
+    ],
+)
 def test_a_whole_line_that_is_not_an_entry_is_a_pack_error_naming_the_line(tmp_path, entry, error):
     journal = Journal(tmp_path / JOURNAL_NAME)
     journal.start(OPTIONS)

@@ -64,8 +64,10 @@ def test_key_field_falls_back_from_id_to_key_to_the_record_number(tmp_path, medi
 
 
 def test_a_bad_key_in_the_key_field_rejects_the_record(tmp_path, media):
-    manifest = _write(media / "m.jsonl", [{"key": "ok", "image": "a.png"}, {"key": "a.b", "image": "a.png"},
-                                          {"key": ["x"], "image": "a.png"}])  # fmt: skip
+    manifest = _write(
+        media / "m.jsonl",
+        [{"key": "ok", "image": "a.png"}, {"key": "a.b", "image": "a.png"}, {"key": ["x"], "image": "a.png"}],
+    )
     summary = pack(manifest, tmp_path / "out", PackOptions())
     assert summary.samples == 1 and summary.rejected == {"bad-key": 2}
     lines = (tmp_path / "out" / "shardstream-rejects.jsonl").read_text().splitlines()

@@ -218,8 +218,8 @@ def _as_in_a_terminal() -> None:
 
 
 def _interrupt_mid_pack(images: Path, out: Path, workers: int) -> tuple[int, str]:
-    command = _cli("pack", str(images), str(out), "--max-count", "3", "--image-max-side", "32",
-                   "--workers", str(workers), "-q")  # fmt: skip
+    options = ["--max-count", "3", "--image-max-side", "32", "--workers", str(workers), "-q"]
+    command = _cli("pack", str(images), str(out), *options)
     # A terminal's Ctrl-C signals the whole foreground process group, workers included.
     proc = subprocess.Popen(
         command, stderr=subprocess.PIPE, text=True, start_new_session=True, preexec_fn=_as_in_a_terminal

@@ -197,11 +197,13 @@ def test_bad_options_are_value_errors_naming_the_option(tmp_path, corpus, option
     ("files", "says"),
     [
         ({b"bad\xff.txt": b"not packable"}, "not valid UTF-8"),  # the key
-        ({b"pair.txt": b"its sibling cannot be a member", b"pair.j\xffg": b"not packable"},
-         "extension is not valid UTF-8"),  # the key is fine, one extension is not
+        (
+            {b"pair.txt": b"its sibling cannot be a member", b"pair.j\xffg": b"not packable"},
+            "extension is not valid UTF-8",
+        ),  # the key is fine, one extension is not
     ],
     ids=["key", "extension"],
-)  # fmt: skip
+)
 def test_a_file_name_that_is_not_utf8_rejects_its_sample_not_a_crash(tmp_path, files, says):
     """os.listdir gives such a name back with a lone surrogate: no tar name can hold it, so a bad key."""
     import os

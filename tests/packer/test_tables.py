@@ -310,11 +310,18 @@ def test_a_table_folder_packs_in_parts_to_the_same_bytes(hub, tmp_path):
 @pytest.mark.parametrize(
     ("ext", "make"),
     [
-        ("jpg", "image:JPEG"), ("png", "image:PNG"), ("webp", "image:WEBP"), ("gif", "image:GIF"),
-        ("wav", "ffmpeg:wav"), ("flac", "ffmpeg:flac"), ("mp3", "ffmpeg:mp3"), ("ogg", "ffmpeg:ogg"),
-        ("mp4", "ffmpeg:mp4"), ("webm", "ffmpeg:webm"),
+        ("jpg", "image:JPEG"),
+        ("png", "image:PNG"),
+        ("webp", "image:WEBP"),
+        ("gif", "image:GIF"),
+        ("wav", "ffmpeg:wav"),
+        ("flac", "ffmpeg:flac"),
+        ("mp3", "ffmpeg:mp3"),
+        ("ogg", "ffmpeg:ogg"),
+        ("mp4", "ffmpeg:mp4"),
+        ("webm", "ffmpeg:webm"),
     ],
-)  # fmt: skip
+)
 def test_unnamed_bytes_are_named_by_their_first_bytes(ext, make, tmp_path):
     kind, fmt = make.split(":")
     if kind == "image":

@@ -135,8 +135,13 @@ def test_a_shard_replaced_while_its_batch_is_in_flight_is_an_error_not_other_byt
 def test_pinned_batches_when_a_gpu_is_there(index):
     if not torch.cuda.is_available():
         pytest.skip("pin_memory needs CUDA")
-    loader = DataLoader(ShardDataset(str(index), decode=False, zero_copy=True), batch_size=16, num_workers=2,
-                        collate_fn=raw_collate, pin_memory=True)  # fmt: skip
+    loader = DataLoader(
+        ShardDataset(str(index), decode=False, zero_copy=True),
+        batch_size=16,
+        num_workers=2,
+        collate_fn=raw_collate,
+        pin_memory=True,
+    )
     batches = list(loader)
     assert all(b.block.is_pinned() and not b.files for b in batches)
     assert _by_key(s for b in batches for s in b) == _by_key(ShardDataset(str(index), decode=False))

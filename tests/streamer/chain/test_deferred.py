@@ -38,8 +38,16 @@ def _read_bytes() -> int:
     raise AssertionError("no rchar in /proc/self/io")
 
 
-@pytest.mark.parametrize("options", [{}, {"buffer_size": 17, "initial": 5}, {"fields": ["txt"]},
-                                     {"zero_copy": True}, {"rank": 1, "world_size": 2}])  # fmt: skip
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},
+        {"buffer_size": 17, "initial": 5},
+        {"fields": ["txt"]},
+        {"zero_copy": True},
+        {"rank": 1, "world_size": 2},
+    ],
+)
 def test_the_stream_equals_the_front_to_back_one(tmp_path, options):
     index = write_dataset(tmp_path / "d", COUNTS, payload=300)
     deferred = _stream(index, **options)
@@ -56,8 +64,8 @@ def test_more_shards_than_it_keeps_open(tmp_path):
 
 def test_two_workers_give_the_same_samples(tmp_path):
     index = write_dataset(tmp_path / "d", COUNTS)
-    loaders = [DataLoader(ShardDataset(index, decode=False, seed=1, defer_reads=defer), batch_size=None,
-                          num_workers=2) for defer in (True, False)]  # fmt: skip
+    datasets = [ShardDataset(index, decode=False, seed=1, defer_reads=defer) for defer in (True, False)]
+    loaders = [DataLoader(ds, batch_size=None, num_workers=2) for ds in datasets]
     deferred, read_in_order = ([(s["__key__"], s["txt"]) for s in loader] for loader in loaders)
     assert deferred == read_in_order and len(deferred) == sum(COUNTS)
 
@@ -186,8 +194,9 @@ def test_decoded_samples_equal_the_front_to_back_ones(tmp_path, image):
     import numpy as np
 
     index = _image_dataset(tmp_path / "d", [20, 15])
-    deferred, in_order = (list(ShardDataset(index, image=image, seed=1, buffer_size=10, defer_reads=d))
-                          for d in (True, False))  # fmt: skip
+    deferred, in_order = (
+        list(ShardDataset(index, image=image, seed=1, buffer_size=10, defer_reads=d)) for d in (True, False)
+    )
     assert [s["__key__"] for s in deferred] == [s["__key__"] for s in in_order] and len(deferred) == 35
     for a, b in zip(deferred, in_order, strict=True):
         assert type(a["bin"]) is bytes and a["bin"] == b["bin"] and a["cls"] == b["cls"]

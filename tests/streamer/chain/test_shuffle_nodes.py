@@ -226,8 +226,8 @@ def test_a_shard_shorter_than_its_count_is_a_read_error_naming_both(tmp_path):
         got.extend((s, i) for s, i, _ in reader)
     assert got == [(0, 1), (0, 2), (0, 3)] and info.value.url == shards.urls[0]
     # A segment that stops before the shard's end never looks past its own end.
-    assert _ids(SampleReader(ShardOpener(shards), [Segment(0, 1, 4), Segment(1, 0, 2)])) == [
-        (0, 1), (0, 2), (0, 3), (1, 0), (1, 1)]  # fmt: skip
+    within = SampleReader(ShardOpener(shards), [Segment(0, 1, 4), Segment(1, 0, 2)])
+    assert _ids(within) == [(0, 1), (0, 2), (0, 3), (1, 0), (1, 1)]
 
 
 def test_a_short_shard_skipped_owes_its_missing_sample(tmp_path):
@@ -235,8 +235,8 @@ def test_a_short_shard_skipped_owes_its_missing_sample(tmp_path):
     recovery = Recovery(Errors(on_error="skip"))
     reader = SampleReader(ShardOpener(shards), [Segment(0, 0, 5), Segment(1, 0, 2)], recovery)
     assert _ids(StandIns(reader, recovery)) == [(0, 0), (0, 1), (0, 2), (0, 3), (1, 0), (1, 0), (1, 1)]
-    assert recovery.counters.counts() == {
-        "samples_skipped": 1, "samples_repeated": 1, "shards_failed": 1, "decode_errors": 0}  # fmt: skip
+    counts = recovery.counters.counts()
+    assert counts == {"samples_skipped": 1, "samples_repeated": 1, "shards_failed": 1, "decode_errors": 0}
 
 
 def test_a_node_without_a_source_cannot_read_by_id():
@@ -247,8 +247,9 @@ def test_a_node_without_a_source_cannot_read_by_id():
 # -- stand-ins ---------------------------------------------------------------------------------------------
 def _standins(shards, **errors):
     recovery = Recovery(Errors(on_error="skip", **errors))
-    segments = counted_segments(shards.counts, rank=0, world=1, worker=0, workers=1, seed=0, epoch=0,
-                                shuffle=False)  # fmt: skip
+    segments = counted_segments(
+        shards.counts, rank=0, world=1, worker=0, workers=1, seed=0, epoch=0, shuffle=False
+    )
     return StandIns(SampleReader(ShardOpener(shards), segments, recovery), recovery), recovery
 
 

@@ -28,8 +28,13 @@ def _run_rank(index, rank, world, workers, *, batch_size=4, epoch=0, context=Non
     kwargs.setdefault("buffer_size", 16)
     ds = ShardDataset(index, decode=False, rank=rank, world_size=world, **kwargs)
     ds.set_epoch(epoch)
-    loader = DataLoader(ds, batch_size=batch_size, num_workers=workers, collate_fn=_keys,
-                        multiprocessing_context=context if workers else None)  # fmt: skip
+    loader = DataLoader(
+        ds,
+        batch_size=batch_size,
+        num_workers=workers,
+        collate_fn=_keys,
+        multiprocessing_context=context if workers else None,
+    )
     batches = list(loader)
     return batches, len(ds)
 
@@ -71,8 +76,14 @@ def test_stream_is_a_pure_function_of_seed_epoch_world_workers(uneven):
 @pytest.mark.parametrize("context", START_METHODS)
 def test_set_epoch_reaches_persistent_workers(uneven, context):
     ds = ShardDataset(uneven, decode=False, buffer_size=8)
-    loader = DataLoader(ds, batch_size=8, num_workers=2, persistent_workers=True, collate_fn=_keys,
-                        multiprocessing_context=context)  # fmt: skip
+    loader = DataLoader(
+        ds,
+        batch_size=8,
+        num_workers=2,
+        persistent_workers=True,
+        collate_fn=_keys,
+        multiprocessing_context=context,
+    )
     epoch0 = list(loader)
     ds.set_epoch(1)
     epoch1 = list(loader)
@@ -120,13 +131,20 @@ def test_resampled_is_endless_and_deterministic(uneven):
 @pytest.mark.parametrize("name", sorted(p.name for p in (SHARED / "foreign-shards").glob("*.t*")))
 def test_reads_foreign_shards_like_webdataset(name):
     path = str(SHARED / "foreign-shards" / name)
-    ours = {s["__key__"]: {k: v for k, v in s.items() if not k.startswith("__")}
-            for s in ShardDataset(path, decode=False, shuffle=False)}  # fmt: skip
+    ours = {
+        s["__key__"]: {k: v for k, v in s.items() if not k.startswith("__")}
+        for s in ShardDataset(path, decode=False, shuffle=False)
+    }
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         theirs = read_with_webdataset(path)
-    expected = {"webdataset-sample.tgz": 90, "webdataset-mpdata.tar": 100, "webdataset-tendata.tar": 100,
-                "webdataset-testgz.tar": 1000, "webdataset-compressed.tar": 3}  # fmt: skip
+    expected = {
+        "webdataset-sample.tgz": 90,
+        "webdataset-mpdata.tar": 100,
+        "webdataset-tendata.tar": 100,
+        "webdataset-testgz.tar": 1000,
+        "webdataset-compressed.tar": 3,
+    }
     assert ours == theirs and len(ours) == expected[name]
 
 
@@ -138,8 +156,8 @@ def test_reads_webdataset_shardwriter_and_gnu_tar_output(tmp_path, uneven):
     with wds.ShardWriter(str(tmp_path / "wds-%06d.tar"), maxcount=30) as sink:
         for i in range(70):
             sink.write({"__key__": f"k{i:04d}", "txt": f"text {i}", "cls": i})
-    ours = [s["__key__"] for s in ShardDataset(str(tmp_path / "wds-{000000..000002}.tar"), decode=False,
-                                               shuffle=False)]  # fmt: skip
+    pattern = str(tmp_path / "wds-{000000..000002}.tar")
+    ours = [s["__key__"] for s in ShardDataset(pattern, decode=False, shuffle=False)]
     assert ours == [f"k{i:04d}" for i in range(70)]
     src = tmp_path / "src"
     src.mkdir()

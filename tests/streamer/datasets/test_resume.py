@@ -85,8 +85,14 @@ def _node_factories(index):
         recovery = Recovery(Errors(on_error="skip"))
         return StandIns(Mapper(buffered(), SampleDecoder(), recovery), recovery)
 
-    return {"reader": reader, "whole-shards": whole, "buffer": buffered, "split-shards": split,
-            "decoded-then-buffered": decoded, "stand-ins": stand_ins}  # fmt: skip
+    return {
+        "reader": reader,
+        "whole-shards": whole,
+        "buffer": buffered,
+        "split-shards": split,
+        "decoded-then-buffered": decoded,
+        "stand-ins": stand_ins,
+    }
 
 
 @pytest.mark.parametrize(
@@ -109,8 +115,9 @@ def test_every_node_honours_the_save_load_contract(index, node):
 def test_restoring_reads_by_offset_not_by_replay(index, monkeypatch):
     """Resume from deep in a shard: the reader seeks to the sample, it does not read what came before."""
     shards = ShardList.from_source(str(index))
-    segments = counted_segments(np.array(COUNTS), rank=0, world=1, worker=0, workers=1, seed=0, epoch=0,
-                                shuffle=False)  # fmt: skip
+    segments = counted_segments(
+        np.array(COUNTS), rank=0, world=1, worker=0, workers=1, seed=0, epoch=0, shuffle=False
+    )
     reader = SampleReader(ShardOpener(shards), segments)
     reader.reset({"segment": 2, "done": 55})
     import streamer.chain.opener as opener_module
@@ -135,8 +142,9 @@ def test_repeats_owed_for_damage_survive_save_and_load(tmp_path):
 
     def make():
         shards = ShardList.from_source(str(index))
-        segments = counted_segments(shards.counts, rank=0, world=1, worker=0, workers=1, seed=3, epoch=0,
-                                    shuffle=False)  # fmt: skip
+        segments = counted_segments(
+            shards.counts, rank=0, world=1, worker=0, workers=1, seed=3, epoch=0, shuffle=False
+        )
         recovery = Recovery(Errors(on_error="skip"))
         reader = SampleReader(ShardOpener(shards), segments, recovery)
         return StandIns(ShuffleBuffer(reader, size=4, initial=2, seed=5), recovery)

@@ -75,8 +75,9 @@ def test_reading_through_fork_workers_starts_no_helper_process(damaged):
         keys = [s["__key__"] for s in loader]
         print(len(keys), ds.errors["samples_skipped"], tracker._resource_tracker._pid)
     """)
-    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
-                         check=True)  # fmt: skip
+    run = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True
+    )
     count, skipped, tracker_pid = run.stdout.split()
     assert int(count) == sum(COUNTS) - int(skipped) and int(skipped) > 0
     assert tracker_pid == "None"
@@ -128,8 +129,12 @@ def test_raise_on_truncation_names_the_member(tmp_path):
 @pytest.mark.parametrize("context", START_METHODS)
 def test_a_worker_error_reaches_the_main_process(damaged, context):
     index, _, _, _ = damaged
-    loader = DataLoader(ShardDataset(index, decode=False, shuffle=False), batch_size=None, num_workers=2,
-                        multiprocessing_context=context)  # fmt: skip
+    loader = DataLoader(
+        ShardDataset(index, decode=False, shuffle=False),
+        batch_size=None,
+        num_workers=2,
+        multiprocessing_context=context,
+    )
     with pytest.raises(ShardReadError, match=r"Caught ShardReadError(.|\n)*train-00000[123]\.tar"):
         list(loader)
 

@@ -50,8 +50,14 @@ def test_building_and_measuring_a_remote_dataset_starts_no_thread(remote, tmp_pa
 @pytest.mark.parametrize("cache", [False, True])
 def test_read_ahead_threads_end_with_the_epoch_and_with_an_abandoned_iterator(remote, tmp_path, cache):
     before = {t.ident for t in threading.enumerate()}
-    ds = ShardDataset(remote, decode=False, **AHEAD, http=FAST, buffer_size=4,
-                      cache_dir=tmp_path / "cache" if cache else None)  # fmt: skip
+    ds = ShardDataset(
+        remote,
+        decode=False,
+        **AHEAD,
+        http=FAST,
+        buffer_size=4,
+        cache_dir=tmp_path / "cache" if cache else None,
+    )
     samples = iter(ds)
     next(samples)  # mid-shard: the next shards are being read ahead
     del samples

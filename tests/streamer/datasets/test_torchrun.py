@@ -15,6 +15,7 @@ from tests.conftest import write_dataset
 SCRIPT = Path(__file__).parents[1] / "scripts" / "ddp_train.py"
 ELASTIC = Path(__file__).parents[1] / "scripts" / "elastic_run.py"
 COUNTS = [97, 1, 0, 38, 5, 160, 12]  # fewer shards than ranks x workers would need to be whole
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1"]
 
 
 def _free_port() -> int:
@@ -23,14 +24,17 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
+def _torchrun_command(ranks: int, *args: str) -> list[str]:
+    """torchrun's command line: one node of RANKS processes meeting on a free local port, running ARGS."""
+    meet = ["--master-addr", "127.0.0.1", "--master-port", str(_free_port())]
+    return [*TORCHRUN, "--nproc-per-node", str(ranks), *meet, *args]
+
+
 def test_torchrun_ddp_every_sample_once_equal_batches_no_hang(tmp_path):
     index = write_dataset(tmp_path / "data", COUNTS)
     out = tmp_path / "out"
     out.mkdir()
-    command = [
-        sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", "3",
-        "--master-addr", "127.0.0.1", "--master-port", str(_free_port()), str(SCRIPT), str(index), str(out),
-    ]  # fmt: skip
+    command = _torchrun_command(3, str(SCRIPT), str(index), str(out))
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     result = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env, check=False)
     assert result.returncode == 0, result.stderr[-4000:]
@@ -55,11 +59,7 @@ def test_the_ddp_example_runs(tmp_path):
     raw = make_jpegs(tmp_path / "raw", 60, size=(32, 32))
     pack(raw, tmp_path / "shards", PackOptions(max_count=7))
     example = Path(__file__).resolve().parents[3] / "examples" / "train_ddp.py"
-    command = [
-        sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", "2",
-        "--master-addr", "127.0.0.1", "--master-port", str(_free_port()), str(example),
-        str(tmp_path / "shards"), str(tmp_path / "ckpt.pt"),
-    ]  # fmt: skip
+    command = _torchrun_command(2, str(example), str(tmp_path / "shards"), str(tmp_path / "ckpt.pt"))
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     result = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env, check=False)
     assert result.returncode == 0, result.stderr[-4000:]
@@ -68,10 +68,7 @@ def test_the_ddp_example_runs(tmp_path):
 
 
 def _torchrun(ranks: int, *args: str) -> None:
-    command = [
-        sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", str(ranks),
-        "--master-addr", "127.0.0.1", "--master-port", str(_free_port()), *args,
-    ]  # fmt: skip
+    command = _torchrun_command(ranks, *args)
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     result = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env, check=False)
     assert result.returncode == 0, result.stderr[-4000:]
@@ -81,12 +78,13 @@ def test_torchrun_elastic_restore_3x2_then_2x3_then_4x1_reads_the_epoch_once(tmp
     counts = [97, 1, 0, 38, 5, 160, 12, 44]
     index = write_dataset(tmp_path / "data", counts)
     first, second = str(tmp_path / "ckpt-1.pt"), str(tmp_path / "ckpt-2.pt")
-    runs = []
-    for n, (ranks, workers, extra) in enumerate([
+    steps = [
         (3, 2, ["--stop-after", "7", "--save", first]),
         (2, 3, ["--resume", first, "--stop-after", "9", "--save", second]),
         (4, 1, ["--resume", second]),
-    ]):  # fmt: skip
+    ]
+    runs = []
+    for n, (ranks, workers, extra) in enumerate(steps):
         out = tmp_path / f"out-{n}"
         out.mkdir()
         _torchrun(ranks, str(ELASTIC), str(index), str(out), "--workers", str(workers), *extra)

@@ -415,9 +415,14 @@ def test_a_corrupt_jpeg_raises_a_decode_error_naming_url_member_and_offset(data:
 
 def test_a_sample_decoder_pickles_with_its_options_and_decoders(mp4: bytes) -> None:
     decoder = SampleDecoder(
-        image="torch", image_size=(20, 30), audio_rate=8000, audio_mono=True, video_frames=2,
-        decoders={"txt": shout}, fields=["jpg", "wav", "mp4", "txt"],
-    )  # fmt: skip
+        image="torch",
+        image_size=(20, 30),
+        audio_rate=8000,
+        audio_mono=True,
+        video_frames=2,
+        decoders={"txt": shout},
+        fields=["jpg", "wav", "mp4", "txt"],
+    )
     clone = pickle.loads(pickle.dumps(decoder))
     pcm = np.zeros((2, 1600), np.int16)
     data = sample(jpg=image_bytes("jpg", (64, 48)), wav=wav_bytes(pcm, 16000), mp4=mp4, txt=b"hi", cls=b"1")
@@ -516,8 +521,9 @@ def test_jpegs_to_tensors_stay_silent_and_fast_under_warnings_as_errors() -> Non
         "assert chw[0].shape == (3, 24, 40) and all(torch.equal(chw[0], c) for c in chw)\n"
         "print(chw[0][:, 0, 0].tolist())\n"
     )
-    done = subprocess.run([sys.executable, "-W", "error", "-c", script], capture_output=True, text=True,
-                          timeout=120)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-W", "error", "-c", script], capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     assert done.stderr == ""
     red, green, blue = json.loads(done.stdout)

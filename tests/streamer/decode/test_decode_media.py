@@ -85,8 +85,11 @@ def image_file(ext: str) -> bytes:
 
 
 def test_every_media_extension_is_registered_to_its_kind_of_decoder():
-    kinds = {**dict.fromkeys(PILLOW, decode_image), **dict.fromkeys(AUDIO, decode_audio),
-             **dict.fromkeys(VIDEO, decode_video)}  # fmt: skip
+    kinds = {
+        **dict.fromkeys(PILLOW, decode_image),
+        **dict.fromkeys(AUDIO, decode_audio),
+        **dict.fromkeys(VIDEO, decode_video),
+    }
     assert {ext: DECODERS[ext] for ext in kinds} == kinds
 
 

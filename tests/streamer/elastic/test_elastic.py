@@ -76,8 +76,11 @@ def _stop(rng: random.Random, length: int) -> int:
 def _dealt(left: Plan, world: int, workers: int, remainder: str) -> list[Plan]:
     """Every new worker's plan, checked: worker i the same length on every rank, ranks equal."""
     k = max(workers, 1)
-    plans = [deal(left, rank=r, world=world, worker=w, workers=k, remainder=remainder)
-             for r in range(world) for w in range(k)]  # fmt: skip
+    plans = [
+        deal(left, rank=r, world=world, worker=w, workers=k, remainder=remainder)
+        for r in range(world)
+        for w in range(k)
+    ]
     lengths = np.array([len(p) for p in plans]).reshape(world, k)
     assert (lengths == lengths[0]).all()
     assert (lengths.sum(axis=1) == rank_quota(len(left), world, remainder)).all()
@@ -97,22 +100,35 @@ topology = st.tuples(st.integers(1, 64), st.integers(0, 8))
     buffer=st.sampled_from([1, 2, 7, 40]),
     stop_seed=st.integers(0, 2**32),
 )
-def test_restore_on_any_topology_reads_the_epoch_exactly_once(counts, old, new, third, remainder, buffer,
-                                                               stop_seed):  # fmt: skip
+def test_restore_on_any_topology_reads_the_epoch_exactly_once(
+    counts, old, new, third, remainder, buffer, stop_seed
+):
     counts_arr = np.array(counts, dtype=np.int64)
     total = int(counts_arr.sum())
     stream = Stream(counts_arr, shard_order(len(counts), SEED, EPOCH, True))
     (w1, k1), (w2, k2), (w3, k3) = old, new, third
     k1 = max(k1, 1)  # 0 workers reads as one worker in the main process
-    plans = [original_plan(total, rank=r, world=w1, worker=w, workers=k1, remainder=remainder)
-             for r in range(w1) for w in range(k1)]  # fmt: skip
+    plans = [
+        original_plan(total, rank=r, world=w1, worker=w, workers=k1, remainder=remainder)
+        for r in range(w1)
+        for w in range(k1)
+    ]
     # The plan is exactly what placement reads today.
     for g, plan in enumerate(plans):
-        expected = counted_segments(counts_arr, rank=g // k1, world=w1, worker=g % k1, workers=k1, seed=SEED,
-                                    epoch=EPOCH, remainder=remainder)  # fmt: skip
+        expected = counted_segments(
+            counts_arr,
+            rank=g // k1,
+            world=w1,
+            worker=g % k1,
+            workers=k1,
+            seed=SEED,
+            epoch=EPOCH,
+            remainder=remainder,
+        )
         assert stream.segments(plan) == expected
-    epoch = Counter(i for p in plans for s in stream.segments(p)
-                    for i in ((s.shard, j) for j in range(s.start, s.stop)))  # fmt: skip
+    epoch = Counter(
+        i for p in plans for s in stream.segments(p) for i in ((s.shard, j) for j in range(s.start, s.stop))
+    )
     stops = random.Random(stop_seed)
 
     before1, progress1 = _run(plans, stream, buffer=buffer, stops=stops)
@@ -136,32 +152,49 @@ def test_restore_on_any_topology_reads_the_epoch_exactly_once(counts, old, new, 
         assert sum(got.values()) - sum(epoch.values()) <= (w2 - 1) + (w3 - 1)
 
 
+# The leftovers test_deal_cuts_exactly deals, and the longer of the plans it expects (rank by rank, worker
+# by worker), named so that each case of its table stays one line.
+IDS_THEN_SPAN = Plan(tuple((0, i) for i in range(5)), ((20, 30),))
+ONLY_IDS = Plan(((1, 0), (1, 1), (1, 2)), ())
+SPANS_OF_SEVERAL = Plan((), ((0, 3), (10, 12), (40, 45)))
+IDS_THEN_SPAN_DROPPED = [
+    Plan(((0, 0), (0, 1)), ((20, 22),)),
+    Plan(((0, 2),), ((22, 24),)),
+    Plan(((0, 3),), ((24, 27),)),
+    Plan(((0, 4),), ((27, 29),)),
+]
+IDS_THEN_SPAN_PADDED = [
+    Plan(((0, 0), (0, 1)), ((20, 22),)),
+    Plan(((0, 2),), ((22, 25),)),
+    Plan(((0, 3),), ((25, 28),)),
+    Plan(((0, 4),), ((28, 30), (20, 21))),
+]
+SPANS_OF_SEVERAL_DEALT = [Plan((), ((0, 3), (10, 11))), Plan((), ((11, 12), (40, 42))), Plan((), ((42, 45),))]
+
+
 @pytest.mark.parametrize(
     ("left", "world", "workers", "remainder", "expected"),
     [
         # 5 ids, 10 span positions, 2 ranks x 2 workers of 4 and 3: 7 a rank, the span's last one dropped.
-        (Plan(tuple((0, i) for i in range(5)), ((20, 30),)), 2, 2, "drop",
-         [Plan(((0, 0), (0, 1)), ((20, 22),)), Plan(((0, 2),), ((22, 24),)),
-          Plan(((0, 3),), ((24, 27),)), Plan(((0, 4),), ((27, 29),))]),
+        (IDS_THEN_SPAN, 2, 2, "drop", IDS_THEN_SPAN_DROPPED),
         # pad: 15 -> 8 a rank; the extra one repeats the spans' first position.
-        (Plan(tuple((0, i) for i in range(5)), ((20, 30),)), 2, 2, "pad",
-         [Plan(((0, 0), (0, 1)), ((20, 22),)), Plan(((0, 2),), ((22, 25),)),
-          Plan(((0, 3),), ((25, 28),)), Plan(((0, 4),), ((28, 30), (20, 21)))]),
+        (IDS_THEN_SPAN, 2, 2, "pad", IDS_THEN_SPAN_PADDED),
         # Only ids left, pad: they repeat from the first.
-        (Plan(((1, 0), (1, 1), (1, 2)), ()), 2, 1, "pad",
-         [Plan(((1, 0), (1, 1)), ()), Plan(((1, 2), (1, 0)), ())]),
+        (ONLY_IDS, 2, 1, "pad", [Plan(((1, 0), (1, 1)), ()), Plan(((1, 2), (1, 0)), ())]),
         # Only ids left, drop: the last one goes.
-        (Plan(((1, 0), (1, 1), (1, 2)), ()), 2, 1, "drop", [Plan(((1, 0),), ()), Plan(((1, 1),), ())]),
+        (ONLY_IDS, 2, 1, "drop", [Plan(((1, 0),), ()), Plan(((1, 1),), ())]),
         # Spans from several workers: a new worker's share crosses from one to the next.
-        (Plan((), ((0, 3), (10, 12), (40, 45))), 1, 3, "drop",
-         [Plan((), ((0, 3), (10, 11))), Plan((), ((11, 12), (40, 42))), Plan((), ((42, 45),))]),
+        (SPANS_OF_SEVERAL, 1, 3, "drop", SPANS_OF_SEVERAL_DEALT),
         # Nothing left: every worker gets nothing.
         (Plan(), 3, 2, "pad", [Plan()] * 6),
     ],
-)  # fmt: skip
+)
 def test_deal_cuts_exactly(left, world, workers, remainder, expected):
-    got = [deal(left, rank=r, world=world, worker=w, workers=workers, remainder=remainder)
-           for r in range(world) for w in range(workers)]  # fmt: skip
+    got = [
+        deal(left, rank=r, world=world, worker=w, workers=workers, remainder=remainder)
+        for r in range(world)
+        for w in range(workers)
+    ]
     assert got == expected
 
 
@@ -174,9 +207,12 @@ def test_leftover_joins_neighbouring_slices_and_keeps_buffers_first():
 def test_plan_after_and_its_state():
     plan = Plan(((4, 1), (4, 2)), ((0, 3), (9, 10)))
     assert [plan.after(n) for n in (0, 1, 2, 4, 6)] == [
-        plan, Plan(((4, 2),), ((0, 3), (9, 10))), Plan((), ((0, 3), (9, 10))), Plan((), ((2, 3), (9, 10))),
+        plan,
+        Plan(((4, 2),), ((0, 3), (9, 10))),
+        Plan((), ((0, 3), (9, 10))),
+        Plan((), ((2, 3), (9, 10))),
         Plan(),
-    ]  # fmt: skip
+    ]
     assert Plan.from_state(plan.to_state()) == plan
     with pytest.raises(ValueError, match=r"read must be in \[0, 6\], not 7"):
         plan.after(7)

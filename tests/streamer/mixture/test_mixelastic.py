@@ -82,8 +82,9 @@ def restored_run(passes, lefts, world, workers, remainder, buffer):
     places = {}
     for rank in range(world):
         for worker in range(workers):
-            budgets, plans = deal_sources(lefts, rank=rank, world=world, worker=worker, workers=workers,
-                                          remainder=remainder)  # fmt: skip
+            budgets, plans = deal_sources(
+                lefts, rank=rank, world=world, worker=worker, workers=workers, remainder=remainder
+            )
             streams = [PlanStream(p, plan.spans) for p, plan in zip(passes, plans, strict=True)]
             places[rank, worker] = Worker(streams, [(0, s.size) for s in streams], budgets, buffer)
     return places
@@ -202,8 +203,11 @@ def test_deal_sources_cuts_each_source_in_place_order_and_drops_its_tail():
         ([2, 2], [((3, 5),), ((101, 103),)]),
     ]
     lefts = [Plan((), ((0, 4), (10, 12))), Plan((), ((100, 101),))]  # 7: the one extra goes back
-    dealt = {(r, w): deal_sources(lefts, rank=r, world=2, worker=w, workers=2, remainder="drop")
-             for r in range(2) for w in range(2)}  # fmt: skip
+    dealt = {
+        (r, w): deal_sources(lefts, rank=r, world=2, worker=w, workers=2, remainder="drop")
+        for r in range(2)
+        for w in range(2)
+    }
     assert {place: (b, [p.spans for p in plans]) for place, (b, plans) in dealt.items()} == {
         (0, 0): ([2, 0], [((0, 2),), ()]),
         (0, 1): ([1, 0], [((2, 3),), ()]),

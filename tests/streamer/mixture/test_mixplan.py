@@ -31,9 +31,11 @@ def mixtures(draw, max_sources: int = 40):
     shares = []
     for j, size in enumerate(sizes):
         kind = draw(st.sampled_from(["weight", "weight", "repeat", "samples"]))
-        value = {"weight": draw(st.sampled_from([0.01, 0.2, 0.3, 0.5, 1, 3])),
-                 "repeat": draw(st.sampled_from([0.25, 1, 2.5])),
-                 "samples": draw(st.integers(1, 500))}[kind]  # fmt: skip
+        value = {
+            "weight": draw(st.sampled_from([0.01, 0.2, 0.3, 0.5, 1, 3])),
+            "repeat": draw(st.sampled_from([0.25, 1, 2.5])),
+            "samples": draw(st.integers(1, 500)),
+        }[kind]
         shares.append(Share(f"s{j}", size, kind, value))
     fixed = _fixed_total(shares)
     if any(s.kind == "weight" for s in shares):
@@ -79,8 +81,10 @@ def test_every_prefix_of_every_worker_is_within_one_of_each_share(case):
 
 def _rank_stream(plan, batch: int) -> list[list[int]]:
     """A rank's batches as a DataLoader assembles them: one from each worker in turn, until all run out."""
-    batches = [[seq[i : i + batch] for i in range(0, len(seq), batch)]
-               for seq in (list(Interleave(plan.budgets(w))) for w in range(plan.workers))]  # fmt: skip
+    batches = [
+        [seq[i : i + batch] for i in range(0, len(seq), batch)]
+        for seq in (list(Interleave(plan.budgets(w))) for w in range(plan.workers))
+    ]
     out, turn = [], 0
     while any(batches):
         if batches[turn % plan.workers]:
@@ -145,8 +149,13 @@ def test_a_thousand_sources_plan_quickly_even_for_a_hundred_million_samples():
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.integers(0, 30), min_size=1, max_size=6).filter(any), st.integers(0, 10**6),
-       st.integers(1, 40), st.integers(0, 200), st.integers(1, 200))  # fmt: skip
+@given(
+    st.lists(st.integers(0, 30), min_size=1, max_size=6).filter(any),
+    st.integers(0, 10**6),
+    st.integers(1, 40),
+    st.integers(0, 200),
+    st.integers(1, 200),
+)
 def test_pass_streams_hold_every_sample_once_per_pass_and_windows_never_cross_a_pass(
     counts, seed, window, begin, length
 ):
@@ -212,16 +221,25 @@ def test_apportionment_is_exact_and_within_one_of_each_quota():
         ([Share("a", 10, "weight", 1)], 0, "epoch_size must be a positive integer, not 0"),
         ([Share("a", 10, "weight", 1)], True, "epoch_size must be a positive integer, not True"),
         ([Share("a", 10, "weight", 1)], 2.5, "epoch_size must be a positive integer, not 2.5"),
-        ([Share("a", 10, "repeat", 1)], 11,
-         "epoch_size=11, but the repeat/samples sources take 10; give exactly 10, or leave epoch_size out"),
-        ([Share("a", 2, "repeat", 0.25)], 3,  # half a sample rounds to none, but an epoch holds at least one
-         "epoch_size=3, but the repeat/samples sources take 0.5; give exactly 1, or leave epoch_size out"),
-        ([Share("a", 10, "repeat", 2), Share("b", 5, "weight", 1)], 20,
-         "epoch_size=20, but the repeat/samples sources take 20 and the weighted ones need a share; give "
-         "more than 20, or leave epoch_size out"),
+        (
+            [Share("a", 10, "repeat", 1)],
+            11,
+            "epoch_size=11, but the repeat/samples sources take 10; give exactly 10, or leave epoch_size out",
+        ),
+        (
+            [Share("a", 2, "repeat", 0.25)],
+            3,  # half a sample rounds to none, but an epoch holds at least one
+            "epoch_size=3, but the repeat/samples sources take 0.5; give exactly 1, or leave epoch_size out",
+        ),
+        (
+            [Share("a", 10, "repeat", 2), Share("b", 5, "weight", 1)],
+            20,
+            "epoch_size=20, but the repeat/samples sources take 20 and the weighted ones need a share; give "
+            "more than 20, or leave epoch_size out",
+        ),
         ([], None, "a mixture needs at least one source"),
     ],
-)  # fmt: skip
+)
 def test_epochs_that_cannot_be_planned_are_refused_with_the_fix(shares, epoch_size, message):
     with pytest.raises(ValueError) as refused:
         epoch_targets(shares, epoch_size)
@@ -315,13 +333,29 @@ def test_stratified_batches_are_exact_for_every_small_case():
 # opens break the schedule's bound.
 @pytest.mark.parametrize(
     ("budgets", "batch"),
-    [([34, 16, 4, 4], 13), ([13, 0, 8, 4, 4, 0, 2], 12), ([4, 6, 41, 6, 15], 30),
-     ([294, 3, 3, 55, 64, 28], 64), ([19, 46, 2, 4, 4, 0, 17, 4], 36), ([2, 2, 0, 0, 2, 3, 4], 3),
-     ([0, 2, 3, 2, 4, 3], 3), ([2, 2, 2, 2, 3, 4, 3], 4), ([0, 0, 4, 0, 0, 4, 5, 5], 3),
-     ([15, 7, 7, 7, 16], 6), ([8, 30, 6, 10, 10], 6), ([9, 19, 28, 10, 10], 7), ([6, 39, 8, 9, 0, 9], 7),
-     ([0, 5, 2, 10, 2, 1, 1], 2), ([7, 24, 15], 4), ([1, 0, 0, 19, 35], 9),
-     ([5, 3], 4), ([7, 5, 4], 4), ([9, 2, 2], 3), ([6, 6, 1], 5)],
-)  # fmt: skip
+    [
+        ([34, 16, 4, 4], 13),
+        ([13, 0, 8, 4, 4, 0, 2], 12),
+        ([4, 6, 41, 6, 15], 30),
+        ([294, 3, 3, 55, 64, 28], 64),
+        ([19, 46, 2, 4, 4, 0, 17, 4], 36),
+        ([2, 2, 0, 0, 2, 3, 4], 3),
+        ([0, 2, 3, 2, 4, 3], 3),
+        ([2, 2, 2, 2, 3, 4, 3], 4),
+        ([0, 0, 4, 0, 0, 4, 5, 5], 3),
+        ([15, 7, 7, 7, 16], 6),
+        ([8, 30, 6, 10, 10], 6),
+        ([9, 19, 28, 10, 10], 7),
+        ([6, 39, 8, 9, 0, 9], 7),
+        ([0, 5, 2, 10, 2, 1, 1], 2),
+        ([7, 24, 15], 4),
+        ([1, 0, 0, 19, 35], 9),
+        ([5, 3], 4),
+        ([7, 5, 4], 4),
+        ([9, 2, 2], 3),
+        ([6, 6, 1], 5),
+    ],
+)
 def test_stratified_batches_are_exact_where_simpler_rules_fail(budgets, batch):
     _check_stratified(budgets, batch)
 
@@ -384,10 +418,14 @@ def test_stratified_orders_refuse_a_bad_batch_or_state():
 
 @pytest.mark.parametrize(
     ("budgets", "batch", "order"),
-    [([0, 4, 5, 3, 4], 2, "1234122413241234"), ([0, 1, 5], 2, "222212"), ([0, 1, 4, 1, 2], 2, "24122423"),
-     ([3, 1, 2, 2, 0], 2, "02030213"),
-     ([15, 7, 7, 7, 16], 6, "0410340420344012340120340410240410340420344012340124")],
-)  # fmt: skip
+    [
+        ([0, 4, 5, 3, 4], 2, "1234122413241234"),
+        ([0, 1, 5], 2, "222212"),
+        ([0, 1, 4, 1, 2], 2, "24122423"),
+        ([3, 1, 2, 2, 0], 2, "02030213"),
+        ([15, 7, 7, 7, 16], 6, "0410340420344012340120340410240410340420344012340124"),
+    ],
+)
 def test_stratified_orders_are_pinned_so_a_saved_state_means_the_same_stream_after_an_upgrade(
     budgets, batch, order
 ):

@@ -68,14 +68,20 @@ def test_a_lost_sample_leaves_every_other_sample_where_it_was(tmp_path, window, 
     intact = write_dataset(tmp_path / "intact", [25, 25], prefix="hurt").parent
     hurt = tmp_path / "hurt"
     shutil.copytree(intact, hurt)
-    for shard, sample in (("hurt-000000.tar", 5), ("hurt-000000.tar", 6), ("hurt-000001.tar", 0),
-                          ("hurt-000001.tar", 24)):  # fmt: skip
+    for shard, sample in (
+        ("hurt-000000.tar", 5),
+        ("hurt-000000.tar", 6),
+        ("hurt-000001.tar", 0),
+        ("hurt-000001.tar", 24),
+    ):
         _damage(hurt, shard, sample)
     other = write_dataset(tmp_path / "other", [9], prefix="other").parent
 
     def stream(path, **options):
-        sources = [{"path": str(path), "name": "hurt", "repeat": 1, "decode": decode},
-                   {"path": str(other), "repeat": 2, "decode": decode}]  # fmt: skip
+        sources = [
+            {"path": str(path), "name": "hurt", "repeat": 1, "decode": decode},
+            {"path": str(other), "repeat": 2, "decode": decode},
+        ]
         buffer = window * 68 // 50  # the hurt source's window is its share of the buffer
         return _keys(Mixture(sources, buffer_size=max(buffer, 1), seed=4, defer_reads=defer_reads, **options))
 
@@ -128,8 +134,10 @@ def test_a_mixture_restored_at_every_position_continues_exactly(tmp_path, option
         _damage(hurt, "a-000000.tar", 3)
         _damage(hurt, "a-000001.tar", 13)  # the shard's last sample: the repeat comes from before it
     other = write_dataset(tmp_path / "b", [11], prefix="b").parent
-    sources = [{"path": str(hurt), "repeat": 1, "decode": decode},
-               {"path": str(other), "weight": 1, "decode": decode}]  # fmt: skip
+    sources = [
+        {"path": str(hurt), "repeat": 1, "decode": decode},
+        {"path": str(other), "weight": 1, "decode": decode},
+    ]
 
     def mixture():
         return Mixture(sources, epoch_size=60, seed=2, **{"buffer_size": 8, **options})
@@ -262,7 +270,10 @@ def test_shard_orders_are_pinned_and_keyed_by_seed_name_and_pass():
     stream = PassStream(counts, seed=7, salt="coco")
     assert _pass_seed(7, "coco") == 565832743438828114 and _pass_seed(0, "src") == 18372705827597508418
     assert [_shards(stream, p) for p in range(3)] == [
-        [0, 7, 1, 2, 5, 6, 3, 4], [3, 6, 7, 5, 1, 0, 2, 4], [7, 0, 3, 1, 5, 2, 6, 4]]  # fmt: skip
+        [0, 7, 1, 2, 5, 6, 3, 4],
+        [3, 6, 7, 5, 1, 0, 2, 4],
+        [7, 0, 3, 1, 5, 2, 6, 4],
+    ]
     assert stream.window_order(40, 52) == [0, 2, 5, 11, 6, 9, 4, 8, 1, 3, 10, 7]
     assert stream.window_order(0, 12) == [5, 10, 3, 2, 8, 6, 11, 9, 7, 4, 1, 0]
     others = [PassStream(counts, seed=8, salt="coco"), PassStream(counts, seed=7, salt="ocr")]

@@ -79,8 +79,9 @@ def test_a_changed_mixture_takes_a_loader_state_from_an_epochs_end(paths, worker
     def loader(weights, epoch):
         mixture = _mixture(paths, weights)
         mixture.set_epoch(epoch)
-        return mixture, StatefulDataLoader(mixture, batch_size=8, num_workers=workers, collate_fn=_keys,
-                                           snapshot_every_n_steps=every)  # fmt: skip
+        return mixture, StatefulDataLoader(
+            mixture, batch_size=8, num_workers=workers, collate_fn=_keys, snapshot_every_n_steps=every
+        )
 
     _, first = loader(FIRST, 0)
     epoch0 = [key for batch in first for key in batch]
@@ -95,13 +96,15 @@ def test_a_changed_mixture_takes_a_loader_state_from_an_epochs_end(paths, worker
         replaying[1].load_state_dict(state)
         with pytest.raises(ValueError) as refused:
             next(iter(replaying[1]))
-        assert str(refused.value).rstrip().endswith(  # the worker's traceback ends in the error's own line
+        last_line = (
             "ValueError: a DataLoader worker was handed a snapshot from before the end of epoch 0 (the "
             "loader state was saved with snapshot_every_n_steps > 1) to replay the steps since, which the "
             "changed mixture cannot do; load the state into the mixture only "
             "(mixture.load_state_dict(state)), not into the loader: the epoch is over, and the mixture "
             "carries every source on from there"
         )
+        # the worker's traceback ends in the error's own line
+        assert str(refused.value).rstrip().endswith(last_line)
     else:
         second.load_state_dict(state)
     epoch1 = [key for batch in second for key in batch]
@@ -119,8 +122,10 @@ def test_a_loader_state_from_before_the_first_batch_lets_the_epoch_begin_under_t
 
 
 def test_a_loader_state_without_dataset_states_is_refused(paths):
-    for state in ({"_snapshot": {"_worker_snapshots": {}}, "_iterator_finished": True},
-                  {"dataset_state": None, "_iterator_finished": False}):  # fmt: skip
+    for state in (
+        {"_snapshot": {"_worker_snapshots": {}}, "_iterator_finished": True},
+        {"dataset_state": None, "_iterator_finished": False},
+    ):
         with pytest.raises(ValueError) as refused:
             _mixture(paths, CHANGED).load_state_dict(state)
         assert str(refused.value) == (

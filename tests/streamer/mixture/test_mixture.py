@@ -129,11 +129,13 @@ def test_a_mixture_changed_in_the_middle_of_an_epoch_is_refused_with_the_reason(
 
 def test_every_sample_says_its_source_and_each_source_decodes_its_own_way(three):
     mixture = Mixture(
-        [{"path": str(three["mid"]), "name": "decoded", "weight": 1},
-         {"path": str(three["tiny"]), "name": "raw", "weight": 1, "decode": False},
-         {"path": str(three["big"]), "name": "only-cls", "weight": 1, "fields": ["cls"]}],
+        [
+            {"path": str(three["mid"]), "name": "decoded", "weight": 1},
+            {"path": str(three["tiny"]), "name": "raw", "weight": 1, "decode": False},
+            {"path": str(three["big"]), "name": "only-cls", "weight": 1, "fields": ["cls"]},
+        ],
         epoch_size=300,
-    )  # fmt: skip
+    )
     samples = list(mixture)
     assert len(samples) == 300
     by_source = {s["__source__"]: s for s in samples}
@@ -190,8 +192,9 @@ def test_a_shard_dataset_state_is_not_taken_for_a_mixture_state(three):
 def test_spawned_workers_read_the_same_mixture(three):
     def read(context):
         mixture = Mixture(_sources(three, {"tiny": 0.5, "mid": 0.5}), epoch_size=64)
-        loader = DataLoader(mixture, batch_size=8, num_workers=2, collate_fn=_keys,
-                            multiprocessing_context=context)  # fmt: skip
+        loader = DataLoader(
+            mixture, batch_size=8, num_workers=2, collate_fn=_keys, multiprocessing_context=context
+        )
         return list(loader)
 
     assert read("spawn") == read("fork")
@@ -216,8 +219,10 @@ def test_the_example_mixture_file_is_valid_and_streams_from_the_cli(three, tmp_p
     assert mixture.names == ["mid", "tiny", "charts", "mid-again"]
     assert mixture.plan(1, 1).per_rank()[2:] == [50_000, 100]
     config = tmp_path / "mix.yaml"
-    config.write_text(f"epoch_size: 40\nsources:\n  - {{path: {three['tiny']}, weight: 1}}\n"
-                      f"  - {{path: {three['mid']}, weight: 3}}\n")  # fmt: skip
+    config.write_text(
+        f"epoch_size: 40\nsources:\n  - {{path: {three['tiny']}, weight: 1}}\n"
+        f"  - {{path: {three['mid']}, weight: 3}}\n"
+    )
     result = CliRunner().invoke(app, ["stream", str(config), "--json", "--no-decode"])
     assert result.exit_code == 0, result.output
     summary = json.loads(result.output)

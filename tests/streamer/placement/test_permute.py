@@ -100,8 +100,12 @@ def test_one_encryption_permutes_the_whole_domain_so_cycle_walking_ends(n):
 
 @pytest.mark.skipif(_native_permute is None, reason="streamer/placement/_order.c is not built here")
 @settings(max_examples=200, deadline=None)
-@given(n=st.integers(1, 5000), seed=st.integers(0, 2**63 - 1), epoch=st.integers(0, 1000),
-       salt=st.sampled_from(["shards", "samples", "x"]))  # fmt: skip
+@given(
+    n=st.integers(1, 5000),
+    seed=st.integers(0, 2**63 - 1),
+    epoch=st.integers(0, 1000),
+    salt=st.sampled_from(["shards", "samples", "x"]),
+)
 def test_the_c_loop_and_numpy_give_the_same_bijection(n, seed, epoch, salt):
     native = Permutation(n, seed, epoch, salt).array()
     python = _numpy_form(n, seed, epoch, salt).array()

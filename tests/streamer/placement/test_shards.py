@@ -13,8 +13,17 @@ from tests.conftest import write_dataset
 
 def test_a_list_of_patterns_is_every_pattern_end_to_end_in_order():
     shards = ShardList.from_source(["/x/a-{0..2}.tar", "/y/b-{08..10}.tar", "/z/c.tar", "/w/{p,q}.tar"])
-    expected = ["/x/a-0.tar", "/x/a-1.tar", "/x/a-2.tar", "/y/b-08.tar", "/y/b-09.tar", "/y/b-10.tar",
-                "/z/c.tar", "/w/p.tar", "/w/q.tar"]  # fmt: skip
+    expected = [
+        "/x/a-0.tar",
+        "/x/a-1.tar",
+        "/x/a-2.tar",
+        "/y/b-08.tar",
+        "/y/b-09.tar",
+        "/y/b-10.tar",
+        "/z/c.tar",
+        "/w/p.tar",
+        "/w/q.tar",
+    ]
     assert len(shards) == len(shards.urls) == 9
     assert [shards.urls[i] for i in range(9)] == expected
     assert shards.urls[-1] == "/w/q.tar" and shards.urls[-9] == "/x/a-0.tar"
@@ -30,9 +39,12 @@ def test_a_dataset_over_a_list_of_patterns_reads_every_shard_of_every_pattern(tm
     patterns = [f"{first}/alpha-{{000000..000001}}.tar", f"{second}/beta-{{000000..000002}}.tar"]
     dataset = ShardDataset(patterns, decode=False, shuffle=False)
     seen = [(Path(sample["__url__"]).name, sample["__key__"]) for sample in dataset]
-    expected = [(f"{prefix}-{n:06d}.tar", f"s{n:03d}-{i:05d}")
-                for prefix, counts in (("alpha", [3, 4]), ("beta", [5, 2, 1]))
-                for n, c in enumerate(counts) for i in range(c)]  # fmt: skip
+    expected = [
+        (f"{prefix}-{n:06d}.tar", f"s{n:03d}-{i:05d}")
+        for prefix, counts in (("alpha", [3, 4]), ("beta", [5, 2, 1]))
+        for n, c in enumerate(counts)
+        for i in range(c)
+    ]
     assert seen == expected
 
 

@@ -32,8 +32,9 @@ def main() -> None:
     ds = ShardDataset(args.index, decode=False, buffer_size=32, seed=17, rank=1, world_size=2)
     ds.set_epoch(args.epoch)
     context = args.context if args.workers else None
-    loader = StatefulDataLoader(ds, batch_size=5, num_workers=args.workers, collate_fn=_keys,
-                                multiprocessing_context=context)  # fmt: skip
+    loader = StatefulDataLoader(
+        ds, batch_size=5, num_workers=args.workers, collate_fn=_keys, multiprocessing_context=context
+    )
     if args.resume:
         loader.load_state_dict(torch.load(args.resume, weights_only=False))
     out = []
