@@ -52,8 +52,14 @@ MEMORY_SAMPLES, TINY_EPOCH = 1200, 20_000
 def child(checkout: Path, kind: str, spec: dict[str, Any]) -> dict[str, Any]:
     """One fresh interpreter with ``checkout`` on PYTHONPATH; its JSON line, or the error it died of."""
     env = {**os.environ, "PYTHONPATH": str(checkout), "PYTHONHASHSEED": "0"}
-    done = subprocess.run([PYTHON, str(CHILDREN), kind, json.dumps(spec)], cwd=checkout, env=env,
-                          capture_output=True, text=True, timeout=600)  # fmt: skip
+    done = subprocess.run(
+        [PYTHON, str(CHILDREN), kind, json.dumps(spec)],
+        cwd=checkout,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     if done.returncode != 0:
         last = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"rc {done.returncode}"
         return {"error": last, "stderr_tail": done.stderr[-2000:]}
@@ -68,13 +74,22 @@ def machine(checkouts: dict[str, Path]) -> dict[str, Any]:
     probe = "import sys, torch; print(sys.version.split()[0], torch.__version__)"
     py, torch_version = subprocess.run([PYTHON, "-c", probe], capture_output=True, text=True).stdout.split()
     commits = {
-        v: {"path": str(p), "commit": git(p, "rev-parse", "HEAD"),
+        v: {
+            "path": str(p),
+            "commit": git(p, "rev-parse", "HEAD"),
             "subject": git(p, "log", "-1", "--format=%s"),
-            "dirty_files": len(git(p, "status", "--porcelain").splitlines())}
+            "dirty_files": len(git(p, "status", "--porcelain").splitlines()),
+        }
         for v, p in checkouts.items()
-    }  # fmt: skip
-    return {"nproc": os.cpu_count(), "platform": platform.platform(), "python": py, "torch": torch_version,
-            "commits": commits, "date": time.strftime("%Y-%m-%d %H:%M:%S")}  # fmt: skip
+    }
+    return {
+        "nproc": os.cpu_count(),
+        "platform": platform.platform(),
+        "python": py,
+        "torch": torch_version,
+        "commits": commits,
+        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+    }
 
 
 def warm(data: Path) -> None:
@@ -124,28 +139,53 @@ def memory_section(res: list[dict[str, Any]], buffer_mb: float) -> tuple[list[st
             med = {k: statistics.median(r[k] for r in runs) for k in ("over_mb", "first_ms", "baseline_mb")}
             med["best_per_s"] = max(r["per_s"] for r in runs)
             got[key] = med
-            rows.append([version, name, f"{med['over_mb']:.1f}", f"{min(r['over_mb'] for r in runs):.1f}"
-                         f"-{max(r['over_mb'] for r in runs):.1f}", f"{med['first_ms']:.1f}",
-                         f"{med['baseline_mb']:.0f}", f"{med['best_per_s']:,.0f}"])  # fmt: skip
+            rows.append(
+                [
+                    version,
+                    name,
+                    f"{med['over_mb']:.1f}",
+                    f"{min(r['over_mb'] for r in runs):.1f}-{max(r['over_mb'] for r in runs):.1f}",
+                    f"{med['first_ms']:.1f}",
+                    f"{med['baseline_mb']:.0f}",
+                    f"{med['best_per_s']:,.0f}",
+                ]
+            )
         if {"shard", "mixture"} <= got.keys():
             sd, mix = got["shard"], got["mixture"]
             rss_limit, first_limit = sd["over_mb"] * 1.1 + buffer_mb + 10, 2 * sd["first_ms"] + 50
             got["acceptance_4"] = {
-                "rss_limit_mb": rss_limit, "rss_ok": mix["over_mb"] <= rss_limit,
-                "first_limit_ms": first_limit, "first_ok": mix["first_ms"] <= first_limit,
-            }  # fmt: skip
+                "rss_limit_mb": rss_limit,
+                "rss_ok": mix["over_mb"] <= rss_limit,
+                "first_limit_ms": first_limit,
+                "first_ok": mix["first_ms"] <= first_limit,
+            }
         summary[version] = got
-    lines = [table(["version", "contender", "peak RSS over baseline MB (median)", "range", "first sample ms",
-                    "baseline RSS MB", "samples/s (best)"], rows), ""]  # fmt: skip
+    lines = [
+        table(
+            [
+                "version",
+                "contender",
+                "peak RSS over baseline MB (median)",
+                "range",
+                "first sample ms",
+                "baseline RSS MB",
+                "samples/s (best)",
+            ],
+            rows,
+        ),
+        "",
+    ]
     for version in VERSIONS:
         check = summary[version].get("acceptance_4")
         if check:
             ok = lambda b: "PASS" if b else "FAIL"  # noqa: E731
             mix = summary[version]["mixture"]
-            lines.append(f"- {version}: Mixture RSS {mix['over_mb']:.1f} MB vs limit "
-                         f"{check['rss_limit_mb']:.1f} MB {ok(check['rss_ok'])}; first sample "
-                         f"{mix['first_ms']:.1f} ms vs limit {check['first_limit_ms']:.1f} ms "
-                         f"{ok(check['first_ok'])}")  # fmt: skip
+            lines.append(
+                f"- {version}: Mixture RSS {mix['over_mb']:.1f} MB vs limit "
+                f"{check['rss_limit_mb']:.1f} MB {ok(check['rss_ok'])}; first sample "
+                f"{mix['first_ms']:.1f} ms vs limit {check['first_limit_ms']:.1f} ms "
+                f"{ok(check['first_ok'])}"
+            )
     return lines, summary
 
 
@@ -153,8 +193,11 @@ def speed_section(res: list[dict[str, Any]]) -> tuple[list[str], dict[str, Any]]
     best: dict[str, Any] = {}
     for job in {tuple(r["job"]) for r in res}:
         runs = runs_of(res, *job)
-        best["/".join(map(str, job))] = {"per_s": max(r["per_s"] for r in runs), "warm_per_s": max(
-            r["warm_per_s"] for r in runs)} if runs else {"error": error_of(res, *job)}  # fmt: skip
+        best["/".join(map(str, job))] = (
+            {"per_s": max(r["per_s"] for r in runs), "warm_per_s": max(r["warm_per_s"] for r in runs)}
+            if runs
+            else {"error": error_of(res, *job)}
+        )
     rows = []
     for buffer in BUFFERS:
         for field in ("per_s", "warm_per_s"):
@@ -164,15 +207,29 @@ def speed_section(res: list[dict[str, Any]]) -> tuple[list[str], dict[str, Any]]
                 sd, mix, front = get(version, "shard"), get(version, "mixture"), get(version, "front")
                 fmt = lambda x: f"{x:,.0f}" if x else "failed"  # noqa: E731
                 ratio = lambda a, b: f"{a / b:.2f}" if a and b else "-"  # noqa: E731
-                rows.append([buffer, "first" if field == "per_s" else "warm", version, fmt(sd), fmt(mix),
-                             fmt(front), ratio(mix, sd), ratio(mix, front), ratio(sd, ref), ratio(mix, ref),
-                             ratio(front, ref)])  # fmt: skip
+                rows.append(
+                    [
+                        buffer,
+                        "first" if field == "per_s" else "warm",
+                        version,
+                        fmt(sd),
+                        fmt(mix),
+                        fmt(front),
+                        ratio(mix, sd),
+                        ratio(mix, front),
+                        ratio(sd, ref),
+                        ratio(mix, ref),
+                        ratio(front, ref),
+                    ]
+                )
     head = [
         *("buffer", "epoch", "version", "ShardDataset /s", "Mixture /s", "SD front-to-back /s", "Mixture/SD"),
         *("Mixture/front", "SD / base best", "Mixture / base best", "front / base best"),
     ]
-    note = ("`first`: the process's first epoch (the measure asked for, best of rounds); `warm`: best later "
-            "epoch in the same process. `base best`: the faster of the baseline's two.")  # fmt: skip
+    note = (
+        "`first`: the process's first epoch (the measure asked for, best of rounds); `warm`: best later "
+        "epoch in the same process. `base best`: the faster of the baseline's two."
+    )
     return [table(head, rows), "", note], best
 
 
@@ -182,19 +239,45 @@ def small_section(res: list[dict[str, Any]]) -> tuple[list[str], dict[str, Any]]
         got = {}
         for name in ("three", "two", "tiny"):
             runs = runs_of(res, version, name)
-            got[name] = ({"per_s": max(r["per_s"] for r in runs), "samples": runs[0]["samples"],
-                          "per_source": runs[0]["per_source"],
-                          "tiny_shard_opens": sorted({r["opens"].get("shard", 0) for r in runs})}
-                         if runs else {"error": error_of(res, version, name)})  # fmt: skip
+            got[name] = (
+                {
+                    "per_s": max(r["per_s"] for r in runs),
+                    "samples": runs[0]["samples"],
+                    "per_source": runs[0]["per_source"],
+                    "tiny_shard_opens": sorted({r["opens"].get("shard", 0) for r in runs}),
+                }
+                if runs
+                else {"error": error_of(res, version, name)}
+            )
         summary[version] = got
         cell = lambda g: f"{g['per_s']:,.0f}" if "per_s" in g else f"failed: {g['error']}"  # noqa: E731
         opens = lambda g: "/".join(map(str, g.get("tiny_shard_opens", []))) or "-"  # noqa: E731
         three, two, tiny = got["three"], got["two"], got["tiny"]
         ratio = f"{three['per_s'] / two['per_s']:.2f}" if "per_s" in three and "per_s" in two else "-"
-        rows.append([version, cell(three), f"{three.get('samples', 0):,}", opens(three), cell(two),
-                     f"{two.get('samples', 0):,}", ratio, cell(tiny), opens(tiny)])  # fmt: skip
-    head = ["version", "tiny+mid+big /s", "samples", "tiny shard opens", "mid+big /s", "samples", "three/two",
-            f"tiny alone /s (epoch_size {TINY_EPOCH:,})", "tiny shard opens"]  # fmt: skip
+        rows.append(
+            [
+                version,
+                cell(three),
+                f"{three.get('samples', 0):,}",
+                opens(three),
+                cell(two),
+                f"{two.get('samples', 0):,}",
+                ratio,
+                cell(tiny),
+                opens(tiny),
+            ]
+        )
+    head = [
+        "version",
+        "tiny+mid+big /s",
+        "samples",
+        "tiny shard opens",
+        "mid+big /s",
+        "samples",
+        "three/two",
+        f"tiny alone /s (epoch_size {TINY_EPOCH:,})",
+        "tiny shard opens",
+    ]
     return [table(head, rows)], summary
 
 
@@ -218,17 +301,27 @@ def main() -> None:
     warm(args.data)
     d = args.data
     report: dict[str, Any] = {"machine": facts, "data": made, "rounds": args.rounds, "raw": {}, "summary": {}}
-    md = [f"# One chain: baseline vs current, {facts['date']}", "",
-          f"Machine: {facts['nproc']} cores, {facts['platform']}, Python {facts['python']}, "
-          f"torch {facts['torch']}.",
-          f"{args.rounds} rounds, contenders alternating; every run a fresh subprocess.", ""]  # fmt: skip
+    md = [
+        f"# One chain: baseline vs current, {facts['date']}",
+        "",
+        f"Machine: {facts['nproc']} cores, {facts['platform']}, Python {facts['python']}, "
+        f"torch {facts['torch']}.",
+        f"{args.rounds} rounds, contenders alternating; every run a fresh subprocess.",
+        "",
+    ]
     for version, info in facts["commits"].items():
-        md.append(f"- {version}: `{info['commit'][:10]}` {info['subject'][:90]} ({info['path']}, "
-                  f"{info['dirty_files']} uncommitted files)")  # fmt: skip
+        md.append(
+            f"- {version}: `{info['commit'][:10]}` {info['subject'][:90]} ({info['path']}, "
+            f"{info['dirty_files']} uncommitted files)"
+        )
     if "memory" in parts:
         buffer_mb = made["jpeg"]["buffer_raw_bytes_mean"] / 2**20
-        spec = {"index": str(d / "jpeg" / "shardstream-index.json"), "dir": str(d / "jpeg"), "buffer": 1000,
-                "samples": MEMORY_SAMPLES}  # fmt: skip
+        spec = {
+            "index": str(d / "jpeg" / "shardstream-index.json"),
+            "dir": str(d / "jpeg"),
+            "buffer": 1000,
+            "samples": MEMORY_SAMPLES,
+        }
         log("memory ...")
         jobs = [(v, c) for v in VERSIONS for c in CONTENDERS]
         res = in_rounds(
@@ -237,12 +330,18 @@ def main() -> None:
         lines, report["summary"]["memory"] = memory_section(res, buffer_mb)
         report["raw"]["memory"] = res
         jpeg = made["jpeg"]
-        md += ["", f"## 1. Memory: {jpeg['samples']:,} JPEGs 512x512 ({jpeg['mean_sample_bytes'] / 1e3:.0f}"
-               f" KB each), image=torch, buffer 1000, {MEMORY_SAMPLES:,} read", "",
-               f"Raw bytes a 1000-sample buffer holds: {buffer_mb:.1f} MiB (mean sample x 1000; the 1000 "
-               f"largest: {jpeg['buffer_raw_bytes_max'] / 2**20:.1f} MiB). ShardDataset defers reads by "
-               "default (its buffer holds offsets; each sample is read as handed out); a Mixture window "
-               "holds raw bytes.", "", *lines]  # fmt: skip
+        md += [
+            "",
+            f"## 1. Memory: {jpeg['samples']:,} JPEGs 512x512 ({jpeg['mean_sample_bytes'] / 1e3:.0f}"
+            f" KB each), image=torch, buffer 1000, {MEMORY_SAMPLES:,} read",
+            "",
+            f"Raw bytes a 1000-sample buffer holds: {buffer_mb:.1f} MiB (mean sample x 1000; the 1000 "
+            f"largest: {jpeg['buffer_raw_bytes_max'] / 2**20:.1f} MiB). The baseline's ShardDataset "
+            "deferred reads (its buffer held offsets; each sample read as handed out) and its Mixture "
+            "windows held raw bytes; the current code defers samples of 16 KiB or more in both.",
+            "",
+            *lines,
+        ]
     if "speed" in parts:
         spec = {"index": str(d / "speed" / "shardstream-index.json"), "dir": str(d / "speed"), "epochs": 3}
         log("speed ...")
@@ -264,17 +363,26 @@ def main() -> None:
 
         def run_small(version: str, name: str) -> dict[str, Any]:
             sources, options = configs[name]
-            return child(checkouts[version], "small", {"sources": sources, "options": options, "watch": watch,
-                                                       "buffer": 1000})  # fmt: skip
+            return child(
+                checkouts[version],
+                "small",
+                {"sources": sources, "options": options, "watch": watch, "buffer": 1000},
+            )
 
         log("small source ...")
         res = in_rounds([(v, n) for v in VERSIONS for n in configs], args.rounds, run_small, log)
         lines, report["summary"]["small"] = small_section(res)
         report["raw"]["small"] = res
-        md += ["", "## 3. A small source: tiny (7 samples, 1 shard) w 0.2 + mid (1,000) w 0.3 + big (50,000) "
-               "w 0.5, one epoch, decode=False, buffer 1000", "", *lines, "",
-               "Opens: calls of open/io.open/os.open on tiny's shard during construction and the epoch, "
-               "counted in the child (its offsets sidecar is counted apart, in the JSON)."]  # fmt: skip
+        md += [
+            "",
+            "## 3. A small source: tiny (7 samples, 1 shard) w 0.2 + mid (1,000) w 0.3 + big (50,000) "
+            "w 0.5, one epoch, decode=False, buffer 1000",
+            "",
+            *lines,
+            "",
+            "Opens: calls of open/io.open/os.open on tiny's shard during construction and the epoch, "
+            "counted in the child (its offsets sidecar is counted apart, in the JSON).",
+        ]
     report["seconds"] = time.perf_counter() - started
     md += ["", f"Whole run: {report['seconds']:.0f} s."]
     results = HERE / "results"

@@ -8,7 +8,7 @@ ahead (``posix_fadvise`` WILLNEED) and the random hand-out finds them in the pag
 local shards with an offsets sidecar defer; the others (HTTP, pipes, compressed, no sidecar) are read
 as they enter, as before. By default a shard whose samples average under ``SMALL_SAMPLE`` bytes is read
 as its samples enter too: for small samples the pread costs more than holding their bytes (measured in
-``benchmarks/results/one-chain-2026-12-04.md``), and a buffer of them holds at most ``buffer_size`` x
+``benchmarks/results/defer-crossover-2026-12-04.md``), and a buffer of them holds at most ``buffer_size`` x
 ``SMALL_SAMPLE`` bytes. ``defer_reads=True`` defers every shard that can; ``False`` none.
 """
 
@@ -32,9 +32,9 @@ from .recovery import Recovery
 DEFERRED = None  # the sample of an item whose bytes are read when it is handed out (a sample is a dict)
 ADVISE_BYTES = 8 << 20  # how far ahead of the ids entering the buffer their pages are requested
 OPEN_SHARDS = 32  # shards kept open at once, least recently used closed first
-# Below this mean sample size (tar bytes, headers included) a shard is read as it enters the buffer: on 2
-# cores, 12,000 samples, buffer 100/1000, a pread each ran at 0.67-0.80 of a front-to-back read up to
-# 9 KB samples, 0.92-1.31 at 33 KB, 1.19-2.34 at 129 KB.
+# Below this mean sample size (tar bytes, headers included) a shard is read as it enters the buffer. On 2
+# cores, buffer 100/1000, a pread a sample ran at 0.68-0.69 of a front-to-back read with 2 KB samples,
+# 0.83-0.88 at 9.7 KB, 0.89-1.23 at 18 KB, 1.14-1.99 at 66 KB (benchmarks/defer_crossover_bench.py).
 SMALL_SAMPLE = 16 << 10
 _WILLNEED = getattr(os, "POSIX_FADV_WILLNEED", None)
 
