@@ -34,7 +34,7 @@ ADVISE_BYTES = 8 << 20  # how far ahead of the ids entering the buffer their pag
 OPEN_SHARDS = 32  # shards kept open at once, least recently used closed first
 # Below this mean sample size (tar bytes, headers included) a shard is read as it enters the buffer. On 2
 # cores, buffer 100/1000, a pread a sample ran at 0.68-0.69 of a front-to-back read with 2 KB samples,
-# 0.83-0.88 at 9.7 KB, 0.89-1.23 at 18 KB, 1.14-1.99 at 66 KB (benchmarks/defer_crossover_bench.py).
+# 0.83-0.88 at 9.7 KB, 0.89-1.23 at 18 KB, 1.14-1.99 at 66 KB (benchmarks/stream/defer_crossover_bench.py).
 SMALL_SAMPLE = 16 << 10
 _WILLNEED = getattr(os, "POSIX_FADV_WILLNEED", None)
 

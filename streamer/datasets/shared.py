@@ -8,9 +8,9 @@ row ``1 + i``) and ``counts()`` sums the rows, so no two processes read, add to 
 whatever the start method (fork, forkserver, spawn). A lock would have to be a named (spawn-context)
 semaphore to reach spawned workers, and a named semaphore starts multiprocessing's resource tracker, a
 Python interpreter of its own: ~40 ms of CPU when the first dataset is made, as much as a DataLoader
-epoch of 10,000 raw samples takes (benchmarks/raw_peers_bench.py). Trade-off: two DataLoaders reading one
-dataset object at once share rows (as do workers past ``WORKER_ROWS``), and could lose a count if two of
-their workers added to the same counter in the same instant.
+epoch of 10,000 raw samples takes (benchmarks/stream/raw_peers_bench.py). Trade-off: two DataLoaders
+reading one dataset object at once share rows (as do workers past ``WORKER_ROWS``), and could lose a
+count if two of their workers added to the same counter in the same instant.
 """
 
 from __future__ import annotations

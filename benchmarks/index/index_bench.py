@@ -30,9 +30,9 @@ of its tree, as ``getrusage(RUSAGE_CHILDREN)`` says; see ``spawn_sampled`` for w
 ``wait4``), and the sum of RSS over the process tree (workers included) sampled from /proc every 20 ms: an
 upper bound, since forked workers' shared pages count once per process.
 
-    python3 benchmarks/index_bench.py --quick            # smoke run: 20,000 samples, 10 and 100 shards
-    python3 benchmarks/index_bench.py                    # full run (data: ~5 GB, made once and kept)
-    python3 benchmarks/index_bench.py --only speed --workers 2
+    python3 benchmarks/index/index_bench.py --quick            # smoke run: 20,000 samples, 10 and 100 shards
+    python3 benchmarks/index/index_bench.py                    # full run (data: ~5 GB, made once and kept)
+    python3 benchmarks/index/index_bench.py --only speed --workers 2
 
 Data goes to ``--workdir`` (default /tmp/shardstream-index-bench) and is kept for reruns (``--drop-data``
 removes it). Results: a markdown report on stdout, plus ``benchmarks/results/index-<date>[-quick].{json,md}``.
@@ -53,9 +53,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared harness package
+
 from harness import CLI_MODULE, REPO, TIME_BIN, Contender, Run, best, last_json, rounds, warm_read
-from harness_cli import add_common_flags, command_line, log, work_folder
-from harness_report import (
+from harness.cli import add_common_flags, command_line, log, work_folder
+from harness.report import (
     machine_facts,
     machine_lines,
     new_result,
@@ -66,7 +68,7 @@ from harness_report import (
     verdicts,
     versions,
 )
-from harness_sources import check_sources, note_source_drift, snapshot_sources, source_fingerprint
+from harness.sources import check_sources, note_source_drift, snapshot_sources, source_fingerprint
 from index_data import DEFAULT_ROOT, clean_shards, dataset_name, read_marker, series_name, shard_folder
 
 ENERGON_VENV = Path("/work/venvs/energon")
@@ -799,7 +801,7 @@ def main(argv: list[str] | None = None) -> int:
             "source_fingerprint": source_fingerprint(SRC),
             "energon": energon_versions(),
         }
-        result = new_result(quick, command_line("index_bench.py", argv), facts)
+        result = new_result(quick, command_line("index/index_bench.py", argv), facts)
         check = spawn_sampled(
             [
                 sys.executable,
@@ -816,7 +818,7 @@ def main(argv: list[str] | None = None) -> int:
         result["commands"] = {
             ENERGON: f"{ENERGON_BIN} {' '.join(energon_argv('SOURCE', w))}",
             OURS: " ".join(["python3", *ours_cmd(Path("SOURCE"), w)[1:]]),
-            TARFILE: "python3 benchmarks/index_bench.py --child tarfile --src SOURCE",
+            TARFILE: "python3 benchmarks/index/index_bench.py --child tarfile --src SOURCE",
         }
         result["import_only"] = import_baselines()
         log(f"workdir {work}; {facts['nproc']} CPUs; energon: {facts['energon']}")

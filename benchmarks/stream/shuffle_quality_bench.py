@@ -20,8 +20,8 @@ sample: the behaviour before deferred reads), B/10 and B/100; ``defer_reads=True
 the buffer, each sample read as it leaves), with B and with 10B (ids cost no bytes in memory; the samples
 between the hand-out and the newest id are a 10x wider window of the page cache).
 
-    .venv/bin/python benchmarks/shuffle_quality_bench.py              # ~1 minute here, data made once
-    .venv/bin/python benchmarks/shuffle_quality_bench.py --no-save
+    .venv/bin/python benchmarks/stream/shuffle_quality_bench.py              # ~1 minute here, data made once
+    .venv/bin/python benchmarks/stream/shuffle_quality_bench.py --no-save
 
 Results: markdown on stdout and ``benchmarks/results/shuffle-quality-<date>.{md,json}``.
 """
@@ -39,7 +39,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]  # benchmarks/stream/<this> -> the repository
 sys.path.insert(0, str(ROOT))
 RESULTS = ROOT / "benchmarks" / "results"
 

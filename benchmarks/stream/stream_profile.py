@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from harness import SOURCE_PACKAGES, Run
-from harness_cli import log
+from harness.cli import log
 from stream_data import Packed
 
 RunSpec = Callable[[str, str, dict[str, Any]], Run]

@@ -15,8 +15,8 @@ streamer, its dataset and decode modules, torch with them); the largest of the r
 indexes are made by a child too, so that this process stays small (Linux carries the RSS a parent had
 when it forked into a child's ru_maxrss). Target (issue 13): version 2 under 0.5 s and 100 MB.
 
-    python3 benchmarks/index_load_bench.py            # 10^6 shards, 3 rounds (~3 min)
-    python3 benchmarks/index_load_bench.py --quick    # 10^5 shards, 1 round, not saved unless --stem
+    python3 benchmarks/index/index_load_bench.py            # 10^6 shards, 3 rounds (~3 min)
+    python3 benchmarks/index/index_load_bench.py --quick    # 10^5 shards, 1 round, not saved unless --stem
 
 Results: markdown on stdout, plus ``benchmarks/results/<stem>.{json,md}`` (default ``index-load-<date>``).
 """
@@ -31,8 +31,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared harness package
+
 from harness import RESULTS, child_cmd, spawn
-from harness_report import machine_facts, save_results, stamp, table
+from harness.report import machine_facts, save_results, stamp, table
 
 BASELINES = {"load": "import-format", "list": "import-streamer", "dataset": "import-streamer"}
 WHAT = {"load": "DatasetIndex.load", "list": "ShardList.from_source", "dataset": "ShardDataset(path)"}

@@ -5,11 +5,11 @@ round by round and the best round counts, since this 2-core machine is noisy. Un
 every contender runs in this process (the shards are big enough that start-up does not matter), timed
 around building the dataset and iterating it to the end.
 
-    python3 benchmarks/http_bench.py            # 4 shards x 100 MB, 3 rounds
-    python3 benchmarks/http_bench.py --quick    # 3 shards x 20 MB, 1 round
+    python3 benchmarks/http/http_bench.py            # 4 shards x 100 MB, 3 rounds
+    python3 benchmarks/http/http_bench.py --quick    # 3 shards x 20 MB, 1 round
 
 This file holds the cases and the report; the rounds, the page-cache warming, the machine facts and the
-result files come from the shared harness (``harness.py``, ``harness_report.py``).
+result files come from the shared harness (``harness``, ``harness.report``).
 """
 
 from __future__ import annotations
@@ -27,8 +27,10 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared harness package
+
 from harness import REPO, RESULTS, Contender, Run, best, project, rounds, warm_read
-from harness_report import machine_facts, save_results, stamp, table, verdict
+from harness.report import machine_facts, save_results, stamp, table, verdict
 
 sys.path.insert(0, str(REPO))
 

@@ -2,10 +2,10 @@
 and prints one JSON line, so one script measures any version of the code that exports
 ``from streamer import ShardDataset, Mixture`` (the old flat layout and the current one alike).
 
-    python benchmarks/one_chain_children.py make   '{"data": DIR}'         # packs the data, once
-    python benchmarks/one_chain_children.py memory '{"contender": "shard", "index": ..., "dir": ...}'
-    python benchmarks/one_chain_children.py speed  '{"contender": "mixture", "index": ..., "buffer": 100}'
-    python benchmarks/one_chain_children.py small  '{"sources": [...], "watch": SHARD_PATH}'
+    python benchmarks/stream/one_chain_children.py make '{"data": DIR}'   # packs the data, once
+    python benchmarks/stream/one_chain_children.py memory '{"contender": "shard", "index": ..., "dir": ...}'
+    python benchmarks/stream/one_chain_children.py speed '{"contender": "mixture", "index": ..., "buffer": N}'
+    python benchmarks/stream/one_chain_children.py small '{"sources": [...], "watch": SHARD_PATH}'
 """
 
 from __future__ import annotations

@@ -63,10 +63,10 @@ The peers run in their own venvs, each with its own torch (from PyPI: CUDA wheel
 
 ``--setup`` does exactly that for the ones missing (~4 minutes for both here), then exits. Then::
 
-    .venv/bin/python benchmarks/raw_peers_bench.py --setup          # the peers' venvs, once
-    .venv/bin/python benchmarks/raw_peers_bench.py --quick          # 2,000 samples, 1 round, not saved
-    .venv/bin/python benchmarks/raw_peers_bench.py                  # the full run
-    .venv/bin/python benchmarks/raw_peers_bench.py --only raw --repeats 5 --no-save
+    .venv/bin/python benchmarks/stream/raw_peers_bench.py --setup          # the peers' venvs, once
+    .venv/bin/python benchmarks/stream/raw_peers_bench.py --quick          # 2,000 samples, 1 round, not saved
+    .venv/bin/python benchmarks/stream/raw_peers_bench.py                  # the full run
+    .venv/bin/python benchmarks/stream/raw_peers_bench.py --only raw --repeats 5 --no-save
 
 On 2 cores: the full run takes ~8 minutes, 4 of them the two LitData loaders that hang (``--timeout 30``
 shortens that), plus ~2 minutes the first time to make the data (1.4 GB in ``/tmp/rawpeers``); ``--quick``
@@ -97,10 +97,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared harness package
+
 from harness import REPO, RESULTS, SOURCE_PACKAGES, warm_read
-from harness_cli import command_line, log
-from harness_report import machine_facts, machine_lines, marker_matches, save_results, table, write_marker
-from harness_sources import check_sources, note_source_drift, snapshot_sources, source_fingerprint
+from harness.cli import command_line, log
+from harness.report import machine_facts, machine_lines, marker_matches, save_results, table, write_marker
+from harness.sources import check_sources, note_source_drift, snapshot_sources, source_fingerprint
 
 CHILD = Path(__file__).resolve().with_name("raw_peers_children.py")
 OURS_PY = sys.executable
@@ -247,7 +249,7 @@ def check_venvs() -> None:
     if missing:
         raise SystemExit(
             f"missing peer venv(s): {', '.join(missing)}; make them with "
-            "`.venv/bin/python benchmarks/raw_peers_bench.py --setup`"
+            "`.venv/bin/python benchmarks/stream/raw_peers_bench.py --setup`"
         )
 
 
@@ -797,7 +799,7 @@ def main(argv: list[str] | None = None) -> int:
     baseline = None if args.baseline.lower() == "none" else make_baseline(args.baseline, work)
     result: dict[str, Any] = {
         "quick": args.quick,
-        "command": command_line("raw_peers_bench.py", argv),
+        "command": command_line("stream/raw_peers_bench.py", argv),
         "machine": {**machine_facts(), "source_fingerprint": source_fingerprint(SRC)},
         "versions": lib_versions,
         "repeats": repeats,

@@ -29,9 +29,9 @@ The outputs of b, c and d must be byte-identical (sha256 of every file, every ro
 (shards are cut per part), so the benchmark also checks that a and b hold the same members in the same
 order, and reports the shard counts and what else differs.
 
-    python3 benchmarks/pack_parts_bench.py                 # --workers 2, best of 3 (~2.5 min on 2 cores)
-    python3 benchmarks/pack_parts_bench.py --workers 2 --workers 1   # both (~4.5 min)
-    python3 benchmarks/pack_parts_bench.py --quick         # 4,000 records, 1 round, not saved
+    python3 benchmarks/pack/pack_parts_bench.py                 # --workers 2, best of 3 (~2.5 min on 2 cores)
+    python3 benchmarks/pack/pack_parts_bench.py --workers 2 --workers 1   # both (~4.5 min)
+    python3 benchmarks/pack/pack_parts_bench.py --quick         # 4,000 records, 1 round, not saved
 
 Results: markdown on stdout, plus ``benchmarks/results/<stem>.{json,md}`` (default ``pack-parts-<date>``).
 """
@@ -53,9 +53,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared harness package
+
 from harness import REPO, RESULTS, SOURCE_PACKAGES, TIME_BIN, warm_tree
-from harness_report import machine_facts, save_results, stamp, table, versions
-from harness_sources import check_sources, imported_sources, source_fingerprint
+from harness.report import machine_facts, save_results, stamp, table, versions
+from harness.sources import check_sources, imported_sources, source_fingerprint
 
 MODES = ("classic", "local", "ray", "ray-warm")
 LABELS = {
@@ -671,7 +673,7 @@ def main(argv: list[str] | None = None) -> int:
             f"  corpus: {input_bytes / MB:.0f} MB in {files + 1:,} files (made in {made:.1f}s, warmed "
             f"in {warm_s:.1f}s)"
         )
-        command = " ".join(["python3", "benchmarks/pack_parts_bench.py", *(argv or sys.argv[1:])])
+        command = " ".join(["python3", "benchmarks/pack/pack_parts_bench.py", *(argv or sys.argv[1:])])
         result: dict[str, Any] = {
             "command": command,
             "machine": facts,

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import project
-from harness_report import marker_matches, write_marker
+from harness.report import marker_matches, write_marker
 
 POOL_FILES = 100
 _WORDS = (

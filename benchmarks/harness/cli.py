@@ -35,7 +35,7 @@ def add_common_flags(
 
 
 def command_line(script: str, argv: list[str] | None) -> str:
-    """How this run was invoked, for the report."""
+    """How this run was invoked, for the report (``script``: its path under benchmarks/)."""
     return " ".join(["python3", f"benchmarks/{script}", *(argv if argv is not None else sys.argv[1:])])
 
 

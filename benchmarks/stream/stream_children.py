@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from harness import DATASET_MODULE, DECODE_MODULE, project
-from harness_sources import imported_sources
+from harness.sources import imported_sources
 
 BUFFER = 1000  # shuffle buffer, ours and webdataset's alike
 BATCH = 32  # DataLoader batch size

@@ -18,9 +18,9 @@ Variants: ``gaps`` deletes some shard files after writing (numbering with holes:
 series (``make_series``) is 10, 100, 1,000 shards of the same ``per_shard`` samples; the smaller sets are
 hard links to the first shards of the largest (one generation, no extra disk).
 
-    python3 benchmarks/index_data.py                                  # 200,000 samples, 20 shards
-    python3 benchmarks/index_data.py /tmp/ib --samples 20000 --shards 20 --gaps
-    python3 benchmarks/index_data.py --series 10,100,1000 --per-shard 1000   # the flatness series
+    python3 benchmarks/index/index_data.py                                  # 200,000 samples, 20 shards
+    python3 benchmarks/index/index_data.py /tmp/ib --samples 20000 --shards 20 --gaps
+    python3 benchmarks/index/index_data.py --series 10,100,1000 --per-shard 1000   # the flatness series
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 DEFAULT_ROOT = Path("/tmp/shardstream-index-bench")
-MARKER = ".bench-params.json"  # the same name as harness_report.MARKER
+MARKER = ".bench-params.json"  # the same name as harness.report.MARKER
 SHARDS = "shards"
 PATTERN = "shard-%06d.tar"
 MTIME = 1_000_000_000  # fixed, so shards are byte-identical between runs

@@ -3,7 +3,7 @@ buffer (``defer_reads=True``) against each shard read front to back (``False``),
 default (``None``: by each shard's mean sample size, ``streamer/chain/deferred.py`` ``SMALL_SAMPLE``)
 for ``ShardDataset`` and a one-source ``Mixture``.
 
-    python benchmarks/defer_crossover_bench.py [--rounds 2] [--data /tmp/defer-crossover] [--no-save]
+    python benchmarks/stream/defer_crossover_bench.py [--rounds 2] [--data /tmp/defer-crossover] [--no-save]
 
 Each data set: samples of two members (``.bin`` of N random bytes, ``.cls``), 1,000 a shard, ~150 MB or
 12,000 samples, packed by our packer. Each run is a fresh subprocess reading three epochs, ``decode=False``;
@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]  # benchmarks/stream/<this> -> the repository
 MEMBER_BYTES = (10, 4_000, 8_000, 16_000, 64_000)
 BUFFERS = (100, 1000)
 CONTENDERS = {  # name -> (dataset, defer_reads)

@@ -13,14 +13,14 @@ and ``sync``-ed before the next one starts, and the best of the repeats counts. 
 from inside (imports and interpreter start-up excluded; webdataset alone imports torch); the wall time of
 the whole subprocess is recorded too.
 
-    python3 benchmarks/pack_bench.py --quick          # smoke run, about a minute
-    python3 benchmarks/pack_bench.py                  # the full run (about 8 minutes on 2 cores)
-    python3 benchmarks/pack_bench.py --only copy --repeats 2 --profile
+    python3 benchmarks/pack/pack_bench.py --quick          # smoke run, about a minute
+    python3 benchmarks/pack/pack_bench.py                  # the full run (about 8 minutes on 2 cores)
+    python3 benchmarks/pack/pack_bench.py --only copy --repeats 2 --profile
 
 Results: a markdown table on stdout, plus ``benchmarks/results/pack-<date>[-quick].{json,md}``.
 
 This file holds the cases: what each contender runs, what is compared, the targets. The shared harness is
-``harness*.py``; the child side is ``pack_children.py``, the inputs ``pack_data.py``, the result rows and
+``harness/``; the child side is ``pack_children.py``, the inputs ``pack_data.py``, the result rows and
 markdown ``pack_report.py``.
 """
 
@@ -33,6 +33,8 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared harness package
 
 from harness import (
     CLI_MODULE,
@@ -51,8 +53,8 @@ from harness import (
     tree_size,
     warm_tree,
 )
-from harness_cli import add_common_flags, command_line, log, work_folder
-from harness_report import machine_facts, new_result, save_results, save_text, stamp, versions
+from harness.cli import add_common_flags, command_line, log, work_folder
+from harness.report import machine_facts, new_result, save_results, save_text, stamp, versions
 from pack_children import MAX_SIZE, run_child
 from pack_data import make_manifests, make_raw_folder
 from pack_report import MB, rss_rows, speed_rows, to_markdown
@@ -305,7 +307,7 @@ def main(argv: list[str] | None = None) -> int:
         args.workdir, args.keep_data, "shardstream-bench-", ("out",), lambda n: n in data
     ) as work:
         started = time.perf_counter()
-        result = new_result(args.quick, command_line("pack_bench.py", argv), machine_info())
+        result = new_result(args.quick, command_line("pack/pack_bench.py", argv), machine_info())
         log(f"workdir {work}; {result['machine']['nproc']} CPUs, {result['machine']['cpu']}")
         raw = None
         if {"copy", "reencode"} & set(args.only or BENCHES) or args.profile:

@@ -5,11 +5,13 @@ from ``wait4``, stdout, stderr; ``spawn_time_v``: peak RSS from ``/usr/bin/time 
 turns round by round (``rounds``: A B C, A B C, ...) and the best round counts (``best``). Inputs are read
 once before timing so every contender finds the page cache equally warm (``warm_read``, ``warm_tree``).
 
-The rest of the harness: ``harness_sources`` (the copy of the sources children import), ``harness_cli``
-(common flags, work folder, logging), ``harness_report`` (machine facts, markdown, result files, markers).
+The rest of the harness, this package's modules: ``harness.sources`` (the copy of the sources children
+import), ``harness.cli`` (common flags, work folder, logging), ``harness.report`` (machine facts, markdown,
+result files, markers).
 
-Scripts run as ``python3 benchmarks/<name>.py``, so this folder is on ``sys.path`` and ``import harness``
-finds this module. It imports nothing heavy: timed children import it before their clocks start.
+Scripts run as ``python3 benchmarks/<subject>/<name>.py``; each puts ``benchmarks/`` on ``sys.path`` first
+thing, so ``import harness`` finds this package. It imports nothing heavy (nor its modules): timed children
+import it before their clocks start.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]  # benchmarks/harness/__init__.py -> the repository
 RESULTS = REPO / "benchmarks" / "results"
 TIME_BIN = "/usr/bin/time"  # GNU time: `time -v` reports a child's peak RSS
 MIN_FREE_BYTES = 8 * 10**9  # what check_disk leaves free beyond a benchmark's own needs

@@ -1,13 +1,14 @@
 """Random access latency: ShardMap's [i] and .get(key), locally and through nginx, against tarfile.
 
 One sample read at a time, at random positions of ShardWriter shards indexed by ``shardstream index``
-(the index benchmark's data, ``benchmarks/index_data.py``). Reported: p50, p90 and p99 per access after a
-warm-up, page cache warm. The reference is what a user does without an index: ``tarfile.open`` the shard,
-``getmember`` (a walk of the headers up to it), ``extractfile``. Over nginx the shards are indexed from
-their URLs (``index --out``), so each [i] is one bounded Range request, each sidecar fetched once.
+(the index benchmark's data, ``benchmarks/index/index_data.py``). Reported: p50, p90 and p99 per access
+after a warm-up, page cache warm. The reference is what a user does without an index: ``tarfile.open``
+the shard, ``getmember`` (a walk of the headers up to it), ``extractfile``. Over nginx the shards are
+indexed from their URLs (``index --out``), so each [i] is one bounded Range request, each sidecar fetched
+once.
 
-    python3 benchmarks/shardmap_bench.py                  # 2,000 accesses of each kind
-    python3 benchmarks/shardmap_bench.py --quick          # 300
+    python3 benchmarks/index/shardmap_bench.py                  # 2,000 accesses of each kind
+    python3 benchmarks/index/shardmap_bench.py --quick          # 300
 """
 
 from __future__ import annotations
@@ -25,8 +26,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared harness package
+
 from harness import REPO, RESULTS, project, warm_read
-from harness_report import machine_facts, save_results, stamp, table
+from harness.report import machine_facts, save_results, stamp, table
 
 sys.path.insert(0, str(REPO))
 SHARDSTREAM = str(Path(sys.executable).with_name("shardstream"))
@@ -71,7 +74,6 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
     accesses = 300 if args.quick else 2000
-    sys.path.insert(0, str(REPO / "benchmarks"))
     from index_data import dataset_name, make_dataset, shard_folder  # the index benchmark's shards
 
     name = dataset_name(200_000, 20)

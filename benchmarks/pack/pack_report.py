@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness import CLI_MODULE, Run, best
-from harness_report import machine_lines, ratio_line, table, verdict, verdicts
+from harness.report import machine_lines, ratio_line, table, verdict, verdicts
 
 MB = 1e6
 METHOD = (

@@ -21,8 +21,8 @@ MB/s is the Parquet file's size over the time inside the process (imports exclud
 is checked (samples counted from the index, the first and last JPEG compared with the Parquet's) and
 deleted outside the timing.
 
-    python3 benchmarks/table_pack_bench.py             # ~20 MB and ~2 GB, best of 2 (~3 min on 2 cores)
-    python3 benchmarks/table_pack_bench.py --quick     # ~20 MB and ~200 MB, 1 round, not saved
+    python3 benchmarks/pack/table_pack_bench.py             # ~20 MB and ~2 GB, best of 2 (~3 min on 2 cores)
+    python3 benchmarks/pack/table_pack_bench.py --quick     # ~20 MB and ~200 MB, 1 round, not saved
 
 Results: markdown on stdout, plus ``benchmarks/results/<stem>.{json,md}`` (default ``table-pack-<date>``).
 """
@@ -42,8 +42,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
+HERE = Path(__file__).resolve().parent  # benchmarks/pack/
+ROOT = HERE.parents[1]
 ROW_GROUP = 100  # what `datasets` writes for image columns
 
 CHILD = r"""
@@ -207,7 +207,7 @@ def report(results: dict[str, dict[str, dict]], stem: str, *, save: bool) -> Non
     text = "\n".join(lines)
     print(text)
     if save:
-        out = HERE / "results"
+        out = ROOT / "benchmarks" / "results"
         (out / f"{stem}.json").write_text(json.dumps(results, indent=1) + "\n")
         (out / f"{stem}.md").write_text(f"# {stem}\n\n{__doc__.split(chr(10))[1]}\n\n{text}\n")
 

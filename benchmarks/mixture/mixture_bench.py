@@ -15,9 +15,9 @@
               the clock cannot on a shared machine (it misses cache misses and the page cache, which time
               sees). Counts the first 200,000 samples; ~10 minutes in all; needs valgrind.
 
-    python3 benchmarks/mixture_bench.py --quick      # 200,000 samples, 2 rounds
-    python3 benchmarks/mixture_bench.py              # 1,000,000 samples, 5 rounds
-    python3 benchmarks/mixture_bench.py --quick --instructions
+    python3 benchmarks/mixture/mixture_bench.py --quick      # 200,000 samples, 2 rounds
+    python3 benchmarks/mixture/mixture_bench.py              # 1,000,000 samples, 5 rounds
+    python3 benchmarks/mixture/mixture_bench.py --quick --instructions
 
 Results: a markdown report on stdout, plus ``benchmarks/results/mixture-<date>[-quick].{json,md}``.
 """
@@ -36,8 +36,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harness import RESULTS, Run, best, child_cmd, rounds, spawn, warm_read
-from harness_report import machine_facts, table
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared harness package
+
+from harness import REPO, RESULTS, Run, best, child_cmd, rounds, spawn, warm_read
+from harness.report import machine_facts, table
 
 BUFFER = 1000
 INSTRUCTION_SAMPLES = 200_000  # read under valgrind (about 50x slower): enough for a per-sample figure
@@ -94,7 +96,7 @@ def child(kind: str, spec: dict[str, Any]) -> None:
 
 def split_sources(packed_root: Path, out: Path) -> list[str]:
     """Three index folders over disjoint shards of the tiny set (symlinks, no copies)."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    sys.path.insert(0, str(REPO))
     from shardstream.format import INDEX_NAME, DatasetIndex, offsets_name
 
     index = DatasetIndex.load(packed_root / INDEX_NAME)
@@ -120,7 +122,7 @@ def instructions(kind: str, spec: dict[str, Any], samples: int) -> tuple[int, in
     counts = []
     for limit in (1, samples + 1):
         cmd = [*CACHEGRIND, *child_cmd(__file__, kind, "--spec", json.dumps({**spec, "limit": limit}))]
-        env = {**os.environ, "PYTHONHASHSEED": "0", "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+        env = {**os.environ, "PYTHONHASHSEED": "0", "PYTHONPATH": str(REPO)}
         done = subprocess.run(cmd, capture_output=True, text=True, env=env, check=True)
         refs = re.search(r"I\s+refs:\s+([\d,]+)", done.stderr)
         if refs is None:
@@ -144,7 +146,7 @@ def main() -> None:
     if args.child:
         child(args.child, json.loads(args.spec))
         return
-    from stream_data import make_tiny
+    from stream.stream_data import make_tiny  # the stream benchmark's tiny set (benchmarks/stream/)
 
     samples, repeats = (200_000, 2) if args.quick else (1_000_000, 5)
     repeats = args.repeats or repeats

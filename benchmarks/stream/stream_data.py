@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import project
-from harness_report import marker_matches, write_marker
+from harness.report import marker_matches, write_marker
 
 MANY_SHARDS = 10_000_000
 MANY_DIGITS = 7  # train-{0000000..9999999}.tar

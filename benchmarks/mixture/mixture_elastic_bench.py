@@ -12,8 +12,8 @@ The old states are made the way a run leaves them: every worker a third of the w
 budget, windows part-read (buffer 1,000 shared by the sources). The indexes list shards that are never
 opened: planning needs only their counts (1-200 samples a shard). Target: as for one dataset, under 1 s.
 
-    python3 benchmarks/mixture_elastic_bench.py            # 3 rounds
-    python3 benchmarks/mixture_elastic_bench.py --quick    # 1 round
+    python3 benchmarks/mixture/mixture_elastic_bench.py            # 3 rounds
+    python3 benchmarks/mixture/mixture_elastic_bench.py --quick    # 1 round
 
 Results: markdown on stdout, plus ``benchmarks/results/mixture-elastic-<date>[-quick].{json,md}``.
 """
@@ -29,8 +29,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared harness package
+
 from harness import RESULTS, child_cmd, spawn
-from harness_report import machine_facts, save_results, stamp, table
+from harness.report import machine_facts, save_results, stamp, table
 
 SOURCES, SHARDS = 10, 100_000
 OLD, NEW = (64, 8), (48, 6)

@@ -1,6 +1,6 @@
 """The benchmarks' shared harness, sources: the copy of the project's code that children import.
 
-``snapshot_sources`` copies the SOURCE_PACKAGES (``harness.py``) when a run starts and children get the copy
+``snapshot_sources`` copies the SOURCE_PACKAGES (``harness``) when a run starts and children get the copy
 first on their PYTHONPATH, so commits landing in the working tree mid-run cannot mix two versions into one
 set of ratios; each child reports where it imported them from (``imported_sources``), the parent checks it
 (``check_sources``), and ``note_source_drift`` records whether the copy or the tree moved on by the end.

@@ -6,7 +6,7 @@ import os
 from typing import Any
 
 from harness import DATASET_MODULE, DECODE_MODULE, SOURCE_PACKAGES, Run, best
-from harness_report import machine_lines, ratio_line, table, verdicts
+from harness.report import machine_lines, ratio_line, table, verdicts
 from stream_children import BATCH, BUFFER, LOADER_WORKERS
 from stream_data import LINKED_POSITIONS, Packed
 

@@ -20,8 +20,8 @@ turns round by round, the order alternating between rounds, so a noisy neighbour
                the same without tiny; tiny alone as a one-source Mixture (``epoch_size`` 20,000). Opens of
                tiny's shard are counted by wrapping ``open``/``io.open``/``os.open`` in the child.
 
-    python3 benchmarks/one_chain_bench.py                       # 3 rounds, ~2.5 minutes (+1 to make data)
-    python3 benchmarks/one_chain_bench.py --rounds 1 --only speed --data /tmp/one-chain-data
+    python3 benchmarks/stream/one_chain_bench.py                    # 3 rounds, ~2.5 minutes (+1 to make data)
+    python3 benchmarks/stream/one_chain_bench.py --rounds 1 --only speed --data /tmp/one-chain-data
 
 Results: markdown on stdout, ``benchmarks/results/one-chain-<date>.{md,json}`` (every raw number).
 """
@@ -40,7 +40,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parent  # benchmarks/stream/
+REPO = HERE.parents[1]
 CHILDREN = HERE / "one_chain_children.py"
 PYTHON = "/work/main/.venv/bin/python"
 VERSIONS = ("baseline", "current")
@@ -284,7 +285,7 @@ def small_section(res: list[dict[str, Any]]) -> tuple[list[str], dict[str, Any]]
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--baseline", type=Path, default=Path("/work/wt-base"))
-    parser.add_argument("--current", type=Path, default=HERE.parent)
+    parser.add_argument("--current", type=Path, default=REPO)
     parser.add_argument("--data", type=Path, default=Path(tempfile.gettempdir()) / "one-chain-data")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--only", default="memory,speed,small")
@@ -385,7 +386,7 @@ def main() -> None:
         ]
     report["seconds"] = time.perf_counter() - started
     md += ["", f"Whole run: {report['seconds']:.0f} s."]
-    results = HERE / "results"
+    results = REPO / "benchmarks" / "results"
     results.mkdir(exist_ok=True)
     (results / f"{args.name}.md").write_text("\n".join(md) + "\n")
     (results / f"{args.name}.json").write_text(json.dumps(report, indent=1) + "\n")

@@ -14,14 +14,14 @@
 Every timed run is a fresh subprocess, timed from inside after its imports (torch, webdataset, Pillow);
 contenders take turns round by round and the best round counts. The shards' page cache is warmed first.
 
-    python3 benchmarks/stream_bench.py --quick          # smoke run, about two minutes
-    python3 benchmarks/stream_bench.py                  # the full run
-    python3 benchmarks/stream_bench.py --only decode --repeats 2 --profile
+    python3 benchmarks/stream/stream_bench.py --quick          # smoke run, about two minutes
+    python3 benchmarks/stream/stream_bench.py                  # the full run
+    python3 benchmarks/stream/stream_bench.py --only decode --repeats 2 --profile
 
 Results: a markdown report on stdout, plus ``benchmarks/results/stream-<date>[-quick].{json,md}``.
 
 This file holds the cases: what each contender runs, what is compared, the targets. The shared harness is
-``harness*.py``; the child side is ``stream_children.py``, the datasets ``stream_data.py``, the result rows
+``harness/``; the child side is ``stream_children.py``, the datasets ``stream_data.py``, the result rows
 and markdown ``stream_report.py``, the profiles ``stream_profile.py``.
 """
 
@@ -35,10 +35,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared harness package
+
 from harness import REPO, Contender, Run, best, child_cmd, load, rounds, spawn, warm_read
-from harness_cli import add_common_flags, command_line, log, work_folder
-from harness_report import machine_facts, new_result, save_results, save_text, stamp, versions
-from harness_sources import check_sources, note_source_drift, snapshot_sources, source_fingerprint
+from harness.cli import add_common_flags, command_line, log, work_folder
+from harness.report import machine_facts, new_result, save_results, save_text, stamp, versions
+from harness.sources import check_sources, note_source_drift, snapshot_sources, source_fingerprint
 from stream_children import LOADER_WORKERS, run_child
 from stream_data import MANY_SHARDS, Packed, make_jpeg, make_many, make_tiny
 from stream_profile import profile_ours
@@ -378,7 +380,7 @@ def main(argv: list[str] | None = None) -> int:
         SRC = snapshot_sources(work / "src")
         sys.path.insert(0, str(SRC))
         started = time.perf_counter()
-        result = new_result(args.quick, command_line("stream_bench.py", argv), machine_info())
+        result = new_result(args.quick, command_line("stream/stream_bench.py", argv), machine_info())
         log(f"workdir {work}; {result['machine']['nproc']} CPUs, {result['machine']['cpu']}")
         tiny, jpeg = make_data(args, work, which)
         result.update(run_benches(args, work, tiny, jpeg, [] if profile_only else which))
