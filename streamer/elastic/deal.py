@@ -32,7 +32,7 @@ def sample_ids(ids: Any) -> np.ndarray:
     """Sample ids as a read-only (k, 2) int64 array; ValueError unless they are k pairs of ints >= 0.
 
     An array, not k tuples: 64 x 8 workers' buffers are half a million ids, and Python objects for each
-    cost more than the rest of a restore (measured in benchmarks/mixture/elastic_bench.py).
+    cost more than the rest of a restore (measured in benchmarks/elastic/elastic_bench.py).
     """
     array = np.array(ids, dtype=np.int64)  # a copy: never a view of the caller's array
     if array.size == 0:

@@ -16,8 +16,8 @@ The old states are made the way a run leaves them: every worker a third of the w
 shuffle buffer full (1,000 ids). Counts are random, 1-200 samples a shard (about 10^9 samples).
 Target: restore (1 + 2) under 1 s.
 
-    python3 benchmarks/mixture/elastic_bench.py            # 3 rounds
-    python3 benchmarks/mixture/elastic_bench.py --quick    # 1 round
+    python3 benchmarks/elastic/elastic_bench.py            # 3 rounds
+    python3 benchmarks/elastic/elastic_bench.py --quick    # 1 round
 
 Results: markdown on stdout, plus ``benchmarks/results/elastic-<date>[-quick].{json,md}``.
 """

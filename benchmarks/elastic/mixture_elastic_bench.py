@@ -12,8 +12,8 @@ The old states are made the way a run leaves them: every worker a third of the w
 budget, windows part-read (buffer 1,000 shared by the sources). The indexes list shards that are never
 opened: planning needs only their counts (1-200 samples a shard). Target: as for one dataset, under 1 s.
 
-    python3 benchmarks/mixture/mixture_elastic_bench.py            # 3 rounds
-    python3 benchmarks/mixture/mixture_elastic_bench.py --quick    # 1 round
+    python3 benchmarks/elastic/mixture_elastic_bench.py            # 3 rounds
+    python3 benchmarks/elastic/mixture_elastic_bench.py --quick    # 1 round
 
 Results: markdown on stdout, plus ``benchmarks/results/mixture-elastic-<date>[-quick].{json,md}``.
 """
