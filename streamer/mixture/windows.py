@@ -57,7 +57,14 @@ class Holding:
 
 
 class SourceWindows:
-    """One source of one worker: samples [begin, end) of its pass stream, handed out window by window."""
+    """One source of one worker: samples [begin, end) of its pass stream, handed out window by window.
+
+    ``name``: the source's, tagged on its samples; ``opener``: its ShardOpener (its fields); ``stream``:
+    its pass stream (or an elastic restore's ``PlanStream``); ``run``: (begin, end) of it; ``window``:
+    samples a window holds (1: none, the run streams); ``recovery``: what a loss costs; ``holding``: the
+    worker's budget for holding small sources (None: never held); ``deferred``: the DeferredReads whose
+    large samples a window holds as ids (None: bytes always).
+    """
 
     def __init__(
         self,
