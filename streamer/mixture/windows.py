@@ -130,8 +130,9 @@ class SourceWindows:
         return sample
 
     def _tag(self, items: list[Item | None]) -> list[Item | None]:
-        """Tag each sample with its source (ids are the mixture's already). Decoding comes later, one sample
-        at a time as it is handed out (a ``Mapper`` after the reader), so a window holds raw bytes only."""
+        """Tag each sample read with its source (shard numbers are the mixture's already). Decoding comes
+        later, one sample at a time as it is handed out (a ``Mapper`` after the reader), so a window holds
+        raw bytes or ids only."""
         name = self.name
         for item in items:
             if item is not None and item[2] is not DEFERRED:  # an id: tagged when it is read (fetch.py)
