@@ -238,7 +238,7 @@ class ShardDataset(StreamBase):
         )
         segments = self._segments(place, epoch) if self._plan is None else self._plan_segments(epoch)
         shuffled = self.placement.shuffle and reading.buffer_size > 1
-        deferred = deferred_reads(opener, reading.defer_reads) if shuffled else None
+        deferred = deferred_reads(opener, reading.defer_reads, _first_shard(segments)) if shuffled else None
         node: Node = SampleReader(opener, segments, recovery, deferred=deferred)
         if shuffled:
             seed = buffer_seed(self.placement.seed, epoch, *place)
@@ -278,3 +278,10 @@ class ShardDataset(StreamBase):
                 stacklevel=4,  # the caller of iter(dataset)
             )
         return WholeShards(n, shuffle=p.shuffle, **common)
+
+
+def _first_shard(segments: Segments) -> int | None:
+    try:
+        return segments[0].shard
+    except IndexError:  # nothing to read in this place
+        return None

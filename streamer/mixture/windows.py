@@ -260,11 +260,13 @@ def worker_windows(
 ) -> list[SourceWindows]:
     """One worker's windows of each source: run ``runs[j]`` in windows of ``sizes[j]`` samples, through
     ``openers[j]``; the sources share one ``Holding``, and each keeps a share of ``OPEN_SHARDS`` shards
-    open for its deferred reads (at least 4), as ``defer_reads`` asks."""
+    open for its deferred reads (at least 4), as ``defer_reads`` asks (by the size rule, as the first
+    shard of its run says)."""
     holding, keep = Holding(), max(4, OPEN_SHARDS // len(names))
     windows = []
     for name, opener, (stream, begin, end), size in zip(names, openers, runs, sizes, strict=True):
-        deferred = deferred_reads(opener, defer_reads, keep=keep)
+        first = next(iter(stream.segments(begin, begin + 1)), None) if size > 1 and begin < end else None
+        deferred = deferred_reads(opener, defer_reads, first and first.shard, keep=keep)
         windows.append(
             SourceWindows(
                 name,

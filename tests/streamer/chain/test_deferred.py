@@ -98,6 +98,12 @@ def test_by_default_a_shard_of_small_samples_is_read_as_they_enter_and_one_of_la
         read[name] = _read_bytes() - before
     assert read["small"] > (tmp_path / "small" / "train-000000.tar").stat().st_size * 0.9  # all of it
     assert read["large"] < 1 << 20  # the index, the sidecar and one sample of a 2.5 MB shard
+    outermost = {}
+    for name, index in (("small", small), ("large", large)):
+        dataset = ShardDataset(index, decode=False, buffer_size=400)
+        iter(dataset)
+        outermost[name] = type(dataset._chain[0]).__name__
+    assert outermost == {"small": "ShuffleBuffer", "large": "Fetch"}  # no fetch stage to pay for small ones
 
 
 def test_pax_long_names_and_directory_entries_take_the_general_reader(tmp_path):
