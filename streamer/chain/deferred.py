@@ -33,8 +33,8 @@ DEFERRED = None  # the sample of an item whose bytes are read when it is handed 
 ADVISE_BYTES = 8 << 20  # how far ahead of the ids entering the buffer their pages are requested
 OPEN_SHARDS = 32  # shards kept open at once, least recently used closed first
 # Below this mean sample size (tar bytes, headers included) a shard is read as it enters the buffer. On 2
-# cores, buffer 100/1000, a pread a sample ran at 0.68-0.69 of a front-to-back read with 2 KB samples,
-# 0.83-0.88 at 9.7 KB, 0.89-1.23 at 18 KB, 1.14-1.99 at 66 KB (benchmarks/stream/defer_crossover_bench.py).
+# cores, buffer 100/1000, a pread a sample ran at 0.68-0.71 of a front-to-back read with 2 KB samples,
+# 0.86-0.92 at 9.7 KB, 0.97-1.16 at 18 KB, 1.21-1.85 at 66 KB (benchmarks/stream/defer_crossover_bench.py).
 SMALL_SAMPLE = 16 << 10
 _WILLNEED = getattr(os, "POSIX_FADV_WILLNEED", None)
 
