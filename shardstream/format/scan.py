@@ -28,6 +28,7 @@ from .tarmember import (
     header_name,
     number,
     pax_records,
+    pax_size,
 )
 
 try:  # a member's headers (plain, or pax + plain as webdataset's writer leaves) in one C call
@@ -82,11 +83,14 @@ class _Blocks:
                 return -2
         self.base, self.end = offset, keep
         want = max(n, _AFTER_JUMP if jumped and self.seek else _WINDOW)
-        if want > len(self.buf):
-            self.view.release()
-            self.buf.extend(bytes(want - len(self.buf)))
-            self.view = memoryview(self.buf)
-        while self.end < want and (got := self._read(self.end, want)):
+        while self.end < want:
+            if self.end == len(self.buf):  # grown by doubling as bytes come, never to a declared size
+                self.view.release()
+                self.buf.extend(bytes(min(want, 2 * len(self.buf)) - len(self.buf)))
+                self.view = memoryview(self.buf)
+            got = self._read(self.end, min(want, len(self.buf)))
+            if not got:
+                break
             self.end += got
         return 0 if self.end >= n else -1
 
@@ -207,11 +211,7 @@ class _Walk:
     def _size(self, header: bytes, starts_at: int) -> int:
         if "size" not in self.pax:
             return number(header[124:136], self.url, self.offset)
-        if not self.pax["size"].isdigit():
-            raise ShardReadError(
-                f"corrupt pax header (size {self.pax['size']!r})", url=self.url, offset=starts_at
-            )
-        return int(self.pax["size"])
+        return pax_size(self.pax["size"], self.url, starts_at)
 
     def _extended(self, typeflag: int, member_size: int, starts_at: int) -> None:
         """A header that is no member: pax records and a long name are kept for the next member."""

@@ -10,18 +10,32 @@ from __future__ import annotations
 from ..errors import ShardReadError
 from .constants import BLOCK
 
+OCTAL_DIGITS = b"01234567"
+PAX_SIZE_DIGITS = 20  # 2**64 has 20 decimal digits: no file holds a member larger
+
 
 def number(field: bytes, url: str, offset: int) -> int:
-    """A header's number field: octal text or GNU base-256; damage is a ShardReadError at ``offset``."""
+    """A header's number field: octal text or GNU base-256; damage is a ShardReadError at ``offset``.
+
+    Octal digits only, between leading spaces and a NUL or space, as GNU tar reads them: Python's ``int``
+    would also take a sign, ``_`` and surrounding whitespace, and a size of -512 walked back onto its own
+    header forever."""
     if field[:1] == b"\x80":  # GNU base-256 for sizes past 8 GiB
         return int.from_bytes(field[1:], "big")
     if field[:1] == b"\xff":  # GNU base-256, negative: no member has a negative size
         raise ShardReadError("corrupt tar header (a negative base-256 size)", url=url, offset=offset)
-    text = field.split(b"\0", 1)[0].strip()
-    try:
-        return int(text, 8) if text else 0
-    except ValueError as exc:
-        raise ShardReadError(f"corrupt tar header (bad number {text!r})", url=url, offset=offset) from exc
+    text = field.split(b"\0", 1)[0].strip(b" ")
+    if text.translate(None, OCTAL_DIGITS):  # anything but octal digits: a sign, '_', a space inside, ...
+        raise ShardReadError(f"corrupt tar header (bad number {text!r})", url=url, offset=offset)
+    return int(text, 8) if text else 0
+
+
+def pax_size(value: str, url: str, offset: int) -> int:
+    """A pax ``size`` record: ASCII decimal digits, at most ``PAX_SIZE_DIGITS`` (``str.isdigit`` alone also
+    takes '²' and '٣', which ``int`` then refuses); else a ShardReadError at ``offset``."""
+    if not (value.isascii() and value.isdigit()) or len(value) > PAX_SIZE_DIGITS:
+        raise ShardReadError(f"corrupt pax header (size {value[:40]!r})", url=url, offset=offset)
+    return int(value)
 
 
 def pax_records(data: bytes) -> dict[str, str]:

@@ -24,6 +24,7 @@ from .tarmember import (
     header_name,
     number,
     pax_records,
+    pax_size,
 )
 from .window import MappedWindow, ReadWindow, SpanWindow
 
@@ -116,15 +117,12 @@ def iter_samples(
                 if first_header is None:
                     first_header = offset
                 if pax and "size" in pax:
-                    if not pax["size"].isdigit():
-                        raise ShardReadError(
-                            f"corrupt pax header (size {pax['size']!r})", url=url, offset=offset - 2 * BLOCK
-                        )
-                    size = int(pax["size"])
+                    size = pax_size(pax["size"], url, offset - 2 * BLOCK)
                 else:
-                    try:
-                        size = int(header[124:135], 8)  # the common "%011o\0" form, without a split list
-                    except ValueError:
+                    field = header[124:135]  # the common "%011o\0" form, without a split list
+                    try:  # isdigit: int() would also take a sign, '_' or spaces, which are damage
+                        size = int(field, 8) if field.isdigit() else number(header[124:136], url, offset)
+                    except ValueError:  # an 8 or a 9
                         size = number(header[124:136], url, offset)
                 padded_size = size + (-size % BLOCK)
                 if pos + padded_size <= end:

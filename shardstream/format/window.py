@@ -12,6 +12,8 @@ from typing import BinaryIO
 
 from ..buffers import CHUNK, CHUNKS, anonymous_map, read_into
 
+TAKE_PIECE = 16 << 20  # the most one read of a large member asks for: memory follows the bytes that come
+
 
 class ReadWindow:
     """``buf[pos:end]`` holds the stream's next bytes; readers slice ``buf`` and move ``pos`` themselves."""
@@ -53,8 +55,8 @@ class ReadWindow:
             parts = [self.buf[self.pos : self.end]]
             have = len(parts[0])
             self.pos = self.end = 0
-            while have < size:
-                more = self.stream.read(size - have)
+            while have < size:  # in pieces: a header may declare far more than the stream holds
+                more = self.stream.read(min(size - have, TAKE_PIECE))
                 if not more:
                     break
                 parts.append(more)

@@ -202,7 +202,9 @@ def read_range(
     if scheme == "file":
         try:
             with open(local_path(url), "rb", buffering=0) as handle:
-                data = os.pread(handle.fileno(), end - start, start)
+                # Never more than the file holds: offsets from a stale or hostile sidecar can say anything.
+                have = max(0, min(end, os.fstat(handle.fileno()).st_size) - start)
+                data = os.pread(handle.fileno(), have, start) if have else b""
         except FileNotFoundError as exc:
             raise ShardNotFoundError("not found", url=url) from exc
         except OSError as exc:

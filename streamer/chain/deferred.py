@@ -43,10 +43,11 @@ class _OpenShard:
     """A shard's descriptor and sidecar; the descriptor closes with the last reference to this (a mapping
     handed out in members holds its own)."""
 
-    __slots__ = ("fd", "mapping", "offsets", "path", "url", "view")
+    __slots__ = ("fd", "mapping", "offsets", "path", "size", "url", "view")
 
     def __init__(self, fd: int, path: str, offsets: Any, url: str) -> None:
         self.fd, self.path, self.offsets, self.url = fd, path, offsets, url
+        self.size = os.fstat(fd).st_size  # what a sidecar's span may reach: never read (or allocate) past it
         self.mapping: ShardMapping | None = None
         self.view: memoryview | None = None
 
@@ -122,6 +123,17 @@ class DeferredReads:
             url = self.opener.shards.urls[shard]
             raise ShardReadError(f"sample {index} cannot be read: the shard or its sidecar is gone", url=url)
         start, end = entry.offsets[index], entry.offsets[index + 1]
+        if (
+            end > entry.size
+        ):  # rewritten since its sidecar was written, or a hostile sidecar: allocate nothing
+            self._lost(shard)
+            raise ShardReadError(
+                f"the offsets sidecar puts sample {index} at bytes {start}..{end}, past the shard's "
+                f"{entry.size}: the shard changed after its sidecar was written; run `shardstream index` "
+                "again",
+                url=entry.url,
+                offset=start,
+            )
         if self.opener.zero_copy:
             if entry.mapping is None:
                 entry.mapping = ShardMapping.of(entry.fd, entry.path)
@@ -131,8 +143,7 @@ class DeferredReads:
             buf, stop = self._pread(entry, start, end - start)
             members, pos = buf, 0
             if stop < end - start:
-                self._cut_now = None if shard in self._cut else shard
-                self._cut.add(shard)
+                self._lost(shard)
                 raise ShardReadError(
                     f"shard ends inside sample {index} ({stop} of its {end - start} bytes): it was cut "
                     "short or rewritten after its offsets sidecar was written",
@@ -153,6 +164,11 @@ class DeferredReads:
                 return self._scratch, os.preadv(entry.fd, [view[:size]], start)
         except OSError as exc:
             raise ShardReadError(f"read failed: {exc}", url=entry.url, offset=start) from exc
+
+    def _lost(self, shard: int) -> None:
+        """``shard`` is shorter than its sidecar says: counted as a failed shard the first time only."""
+        self._cut_now = None if shard in self._cut else shard
+        self._cut.add(shard)
 
     def newly_cut(self, shard: int) -> bool:
         """Whether the read that just failed found ``shard`` cut short, for the first time (a shard lost)."""
