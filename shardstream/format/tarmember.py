@@ -17,15 +17,16 @@ PAX_SIZE_DIGITS = 20  # 2**64 has 20 decimal digits: no file holds a member larg
 def number(field: bytes, url: str, offset: int) -> int:
     """A header's number field: octal text or GNU base-256; damage is a ShardReadError at ``offset``.
 
-    Octal digits only, between leading spaces and a NUL or space, as GNU tar reads them: Python's ``int``
-    would also take a sign, ``_`` and surrounding whitespace, and a size of -512 walked back onto its own
+    Octal digits only, between leading spaces and a NUL or space, as GNU tar (and the C fast path) read
+    them: Python's ``int`` would also take a sign and ``_``, and a size of -512 walked back onto its own
     header forever."""
     if field[:1] == b"\x80":  # GNU base-256 for sizes past 8 GiB
         return int.from_bytes(field[1:], "big")
     if field[:1] == b"\xff":  # GNU base-256, negative: no member has a negative size
         raise ShardReadError("corrupt tar header (a negative base-256 size)", url=url, offset=offset)
-    text = field.split(b"\0", 1)[0].strip(b" ")
-    if text.translate(None, OCTAL_DIGITS):  # anything but octal digits: a sign, '_', a space inside, ...
+    # Leading spaces, octal digits, then a NUL or space ends it (what follows is not read, as GNU tar).
+    text = field.split(b"\0", 1)[0].lstrip(b" ").split(b" ", 1)[0]
+    if text.translate(None, OCTAL_DIGITS):  # anything but octal digits: a sign, '_', an 8, ...
         raise ShardReadError(f"corrupt tar header (bad number {text!r})", url=url, offset=offset)
     return int(text, 8) if text else 0
 

@@ -59,6 +59,7 @@ def iter_samples(
         offset = start
         long_name: str | None = None
         pax: dict[str, str] = {}
+        pax_at = start
         first_header = None  # of the current member: pax and long-name headers come before its own
         sample: dict[str, Any] | None = None
         key = None
@@ -117,7 +118,7 @@ def iter_samples(
                 if first_header is None:
                     first_header = offset
                 if pax and "size" in pax:
-                    size = pax_size(pax["size"], url, offset - 2 * BLOCK)
+                    size = pax_size(pax["size"], url, pax_at)
                 else:
                     field = header[124:135]  # the common "%011o\0" form, without a split list
                     try:  # isdigit: int() would also take a sign, '_' or spaces, which are damage
@@ -148,6 +149,7 @@ def iter_samples(
                 if typeflag not in REGULAR:
                     data = bytes(data)  # a mapped window's view: parsed as bytes, and rare
                     if typeflag == PAX:
+                        pax_at = offset - BLOCK - padded_size  # where an error in its records is reported
                         try:
                             pax = pax_records(data)
                         except ValueError as exc:

@@ -112,8 +112,9 @@ class DeferredReads:
         offsets = entry.offsets
         start = offsets[first]
         upto = bisect.bisect_left(offsets, start + ADVISE_BYTES, first + 1, end)
-        if _WILLNEED is not None:
-            os.posix_fadvise(entry.fd, start, offsets[upto] - start, _WILLNEED)
+        length = min(offsets[upto], entry.size) - start  # within the file: a sidecar may say otherwise
+        if _WILLNEED is not None and length > 0:
+            os.posix_fadvise(entry.fd, start, length, _WILLNEED)
         return upto
 
     def read(self, shard: int, index: int) -> dict[str, Any]:
