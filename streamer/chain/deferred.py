@@ -124,9 +124,7 @@ class DeferredReads:
             url = self.opener.shards.urls[shard]
             raise ShardReadError(f"sample {index} cannot be read: the shard or its sidecar is gone", url=url)
         start, end = entry.offsets[index], entry.offsets[index + 1]
-        if (
-            end > entry.size
-        ):  # rewritten since its sidecar was written, or a hostile sidecar: allocate nothing
+        if end > entry.size:  # changed since its sidecar was written, or a hostile sidecar: read nothing
             self._lost(shard)
             raise ShardReadError(
                 f"the offsets sidecar puts sample {index} at bytes {start}..{end}, past the shard's "
