@@ -16,7 +16,7 @@ from typing import Any, BinaryIO
 from shardstream.errors import ShardReadError
 from shardstream.format import decode_offsets, iter_samples
 from shardstream.format.window import MappedWindow, SpanWindow
-from shardstream.io.openers import OpenOptions, open_stream, read_range, read_small, seekable
+from shardstream.io.openers import OpenOptions, is_compressed, open_stream, read_range, read_small, seekable
 
 from ..placement.segments import Segment, Segments
 from ..placement.shards import ShardList
@@ -125,7 +125,9 @@ class ShardOpener:
         start_byte = int(offsets[first]) if offsets is not None and first < len(offsets) else 0
         ends = offsets[first + 1 :] if offsets is not None else None
         url = self.shards.urls[shard]
-        window = MappedWindow.of(stream, start_byte) if self.zero_copy and ready is None else None
+        # Only a plain shard maps: a compressed one's file holds other bytes than its tar (read by copying).
+        mapped = self.zero_copy and ready is None and not is_compressed(url)
+        window = MappedWindow.of(stream, start_byte) if mapped else None
         samples: Samples = iter_samples(stream, url=url, start=start_byte, ends=ends, window=window)
         if offsets is None and first:
             samples = itertools.islice(samples, first, None)
