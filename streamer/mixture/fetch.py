@@ -9,11 +9,11 @@ buffer that holds ids rather than bytes.
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..chain.deferred import DeferredReads
+from .source import source_of
 from .windows import SourceWindows
 
 
@@ -30,7 +30,7 @@ class SourceReads:
         self._last: SourceWindows | None = None
 
     def _reads(self, shard: int) -> DeferredReads:
-        source = self.sources[bisect.bisect_right(self.bases, shard) - 1]
+        source = self.sources[source_of(self.bases, shard)]
         if source is not self._last:  # another source: it is in use now (its shards stay open)
             self._last = source
             self.touch(source)

@@ -9,7 +9,6 @@ so a thousand sources do not hold a thousand open files per worker.
 
 from __future__ import annotations
 
-import bisect
 import operator
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
@@ -17,6 +16,7 @@ from typing import Any
 
 from ..chain.node import Item, Node
 from .plan import Interleave
+from .source import source_of
 from .stratify import Stratified
 from .windows import SourceWindows
 
@@ -65,7 +65,7 @@ class MixtureReader(Node):
         return state
 
     def read_one(self, shard: int, index: int) -> Any:
-        return self.sources[bisect.bisect_right(self._bases, shard) - 1].read_one(shard, index)
+        return self.sources[source_of(self._bases, shard)].read_one(shard, index)
 
     def touch(self, source: SourceWindows) -> None:
         """``source`` is in use: it keeps its reader open, and the least recently used beyond ``max_open``

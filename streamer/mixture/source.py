@@ -136,7 +136,7 @@ class SampleOffsets:
         self.openers, self.bases = list(openers), list(bases)
 
     def __call__(self, shard: int, index: int) -> int | None:
-        return self.openers[bisect.bisect_right(self.bases, shard) - 1].sample_offset(shard, index)
+        return self.openers[source_of(self.bases, shard)].sample_offset(shard, index)
 
 
 class SourceDecoders:
@@ -149,6 +149,11 @@ class SourceDecoders:
     def __call__(self, sample: dict[str, Any]) -> Any:
         decode = self.by_name.get(sample["__source__"])
         return sample if decode is None else decode(sample)
+
+
+def source_of(bases: Sequence[int], shard: int) -> int:
+    """Which source holds ``shard`` of the mixture's shard list (``bases``: where each source's begin)."""
+    return bisect.bisect_right(bases, shard) - 1
 
 
 def all_shards(lists: Sequence[ShardList]) -> tuple[ShardList, list[int]]:
