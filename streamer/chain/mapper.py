@@ -10,7 +10,7 @@ from typing import Any
 
 from shardstream.errors import StreamError
 
-from .node import Item, Node
+from .node import Item, Node, state_keys_of
 from .recovery import Recovery
 
 
@@ -28,6 +28,9 @@ class Mapper(Node):
 
     def _current_state(self) -> dict[str, Any]:
         return {"source": self._source_state()}
+
+    def check_state(self, state: Any) -> None:
+        state_keys_of(self, state, {"source"})  # its own state is only its source's, under "source"
 
     def read_one(self, shard: int, index: int) -> Any:
         return self.fn(super().read_one(shard, index))

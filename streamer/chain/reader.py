@@ -16,7 +16,7 @@ from shardstream.errors import ShardReadError
 
 from ..placement.segments import Segment, Segments
 from .deferred import DEFERRED, DeferredReads
-from .node import Item, Node
+from .node import Item, Node, state_int, state_keys_of
 from .opener import ShardOpener
 from .recovery import Recovery
 
@@ -49,6 +49,17 @@ class SampleReader(Node):
 
     def _current_state(self) -> dict[str, Any]:
         return {"segment": self._segment, "done": self._position - self._segment_start}
+
+    def check_state(self, state: Any) -> None:
+        """``segment`` one of the segments or just past the last (the epoch read), ``done`` within it;
+        ValueError naming the key: a position past the segments ends the epoch short without a word."""
+        state_keys_of(self, state, self.state_keys)
+        k = state_int(self, state, "segment")
+        if k and self._segment_at(k - 1) is None:
+            raise ValueError(f"the saved SampleReader state has segment={k}, past this place's segments")
+        segment = self._segment_at(k)
+        size = 0 if segment is None else None if segment.stop is None else segment.stop - segment.start
+        state_int(self, state, "done", 0, size)
 
     def read_one(self, shard: int, index: int) -> dict[str, Any] | None:
         if self.deferred is not None and self.deferred.offsets(shard) is not None:

@@ -12,7 +12,9 @@ import random
 from collections.abc import Iterator
 from typing import Any
 
-from .node import Item, Node
+from .node import Item, Node, is_int, state_id, state_keys_of
+
+_MT_WORDS = 624  # the Mersenne Twister's state: 624 32-bit words, then the index of the next one
 
 
 def buffer_seed(seed: int, epoch: int, rank: int, world: int, worker: int, workers: int) -> int:
@@ -55,6 +57,21 @@ class ShuffleBuffer(Node):
             "buffer": [(shard, index) for shard, index, _ in self._buffer],
             "rng": self._rng.getstate(),
         }
+
+    def check_state(self, state: Any) -> None:
+        """A list of at most ``size`` (shard, index) ids and a ``random.Random`` state of the version this
+        Python writes; ValueError naming the key. Which ids the reader had passed is its dataset's check."""
+        state_keys_of(self, state, self.state_keys | {"source"})
+        buffer = state["buffer"]
+        if not isinstance(buffer, (list, tuple)) or len(buffer) > self.size:
+            what = f"{len(buffer)} ids" if isinstance(buffer, (list, tuple)) else repr(buffer)[:60]
+            raise ValueError(f"the saved ShuffleBuffer state has buffer={what}; it holds at most {self.size}")
+        for item in buffer:
+            state_id(self, item, "buffer id")
+        if not _is_rng_state(state["rng"]):
+            raise ValueError(
+                f"the saved ShuffleBuffer state has rng={state['rng']!r:.60}: not a random.Random state"
+            )
 
     def _pick(self) -> Item:
         buffer = self._buffer
@@ -99,3 +116,17 @@ class ShuffleBuffer(Node):
                 yield out
         while buffer:
             yield self._pick()
+
+
+def _is_rng_state(rng: Any) -> bool:
+    """``random.Random.getstate()``'s value (its tuples lists after JSON): version 3, 624 words under 2^32
+    and an index to 624, no gauss or a float. setstate alone takes version 2, words over 2^32 and any
+    gauss, and continues with another sequence."""
+    if not (isinstance(rng, (list, tuple)) and len(rng) == 3 and rng[0] == 3):
+        return False
+    words, gauss = rng[1], rng[2]
+    if not (isinstance(words, (list, tuple)) and len(words) == _MT_WORDS + 1):
+        return False
+    if not all(is_int(w) and 0 <= w < 1 << 32 for w in words[:_MT_WORDS]):
+        return False
+    return is_int(words[-1]) and 0 <= words[-1] <= _MT_WORDS and (gauss is None or isinstance(gauss, float))

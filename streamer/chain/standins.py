@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from .node import Item, Node
+from .node import Item, Node, state_id, state_int, state_keys_of
 from .recovery import Recovery
 
 
@@ -34,6 +34,13 @@ class StandIns(Node):
     def _current_state(self) -> dict[str, Any]:
         last = [self._last[0], self._last[1]] if self._last is not None else None
         return {"source": self._source_state(), "owed": self.recovery.owed, "last": last}
+
+    def check_state(self, state: Any) -> None:
+        """``owed`` an int >= 0, ``last`` None or a (shard, index) id; ValueError naming the key."""
+        state_keys_of(self, state, self.state_keys | {"source"})
+        state_int(self, state, "owed")
+        if state["last"] is not None:
+            state_id(self, state["last"], "last")
 
     def _generate(self, state: dict[str, Any] | None) -> Iterator[Item]:
         self.recovery.owed = state["owed"] if state else 0

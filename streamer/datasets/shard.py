@@ -16,7 +16,7 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from shardstream.io.httpoptions import HttpOptions
+from shardstream.io.httpoptions import HttpOptions, bind
 from shardstream.io.openers import OpenOptions
 
 from ..chain.deferred import Fetch, deferred_reads
@@ -29,7 +29,7 @@ from ..chain.shuffle import ShuffleBuffer, buffer_seed
 from ..chain.standins import StandIns
 from ..decode.make import make_decoder
 from ..elastic.deal import Plan, Stream, deal
-from ..elastic.restore import IDENTITY, check_identity, dataset_digest, elastic_pending
+from ..elastic.restore import check_identity, dataset_digest, elastic_pending
 from ..placement.segments import (
     ResampledShards,
     Segments,
@@ -41,6 +41,7 @@ from ..placement.segments import (
 from ..placement.shards import ShardList
 from .base import Place, StreamBase, check_place
 from .options import Errors, Placement, Reading, default_prefetch
+from .saved import check_chain_state, saved_fields, saved_plan
 
 
 class ShardDataset(StreamBase):
@@ -109,7 +110,7 @@ class ShardDataset(StreamBase):
         super().__init__()
         self.error_handling = Errors(on_error=on_error, keep_length=keep_length)
         self.placement = Placement.of(shuffle, seed, remainder, resampled, rank, world_size)
-        opening = OpenOptions.of(http, cache_dir, cache_size)
+        opening = OpenOptions.of(bind(http, source), cache_dir, cache_size)  # headers: the source's origins
         self.shards = ShardList.from_source(source, opening)
         if zero_copy and decode is not False:
             raise ValueError("zero_copy=True hands out raw read-only buffers: pass decode=False with it")
@@ -176,14 +177,21 @@ class ShardDataset(StreamBase):
         world size and workers; or the list of every old rank's states (``ShardDataset`` or
         ``StatefulDataLoader`` states, in rank order), to continue the epoch on any world size and
         workers, every sample still once (``streamer/elastic/restore.py``). Checked here, before any sample is
-        read.
+        read: identity, every key's type and range, the chain's state as this place's chain would have saved
+        it (``saved.py``); a ValueError names the bad key.
         """
         if isinstance(state, Sequence):
             self._pending = elastic_pending(state, identity=self._identity(), shards=self.shards)
             return
-        own = dict(state)
-        if all(key in own for key in IDENTITY):
-            check_identity(own, self._identity())
+        own = saved_fields(state, "ShardDataset")
+        check_identity(own, self._identity())
+        plan = saved_plan(own["plan"], "plan", self.shards) if own.get("plan") is not None else None
+        if "left" in own:
+            saved_plan(own["left"], "left", self.shards)
+        if own.get("node"):  # the chain its place and epoch build checks its saved state
+            place: Place = tuple(int(v) for v in own["place"])  # type: ignore[assignment]
+            chain = self._build(place, int(own["epoch"]), plan, reads=False)
+            check_chain_state(chain, own["node"], self.shards, resampled=self.placement.resampled)
         self._pending = own
 
     def _identity(self) -> dict[str, Any]:
@@ -222,8 +230,14 @@ class ShardDataset(StreamBase):
         return int(pending["epoch"]), pending["node"], plan
 
     def _assemble(self, place: Place, epoch: int) -> Node:
+        return self._build(place, epoch, self._plan, reads=True)
+
+    def _build(self, place: Place, epoch: int, plan: Plan | None, *, reads: bool) -> Node:
         """reader -> shuffle buffer -> fetch -> decode -> stand-ins, without the nodes these options do not
-        need. The fetch reads, as they leave the buffer, the samples the reader only named (deferred.py)."""
+        need. The fetch reads, as they leave the buffer, the samples the reader only named (deferred.py).
+        ``plan``: an elastic restore's deal (None: the place's own segments); ``reads`` False builds the
+        same chain without a fetch stage, whose state is its source's, and so without opening a sidecar
+        (for checking a saved state)."""
         reading, counted = self.reading, self.shards.counts is not None and not self.placement.resampled
         opener = ShardOpener(
             self.shards,
@@ -236,9 +250,11 @@ class ShardDataset(StreamBase):
         recovery = Recovery(
             self.error_handling, counters=self._shared, counted=counted, locate=opener.sample_offset
         )
-        segments = self._segments(place, epoch) if self._plan is None else self._plan_segments(epoch)
+        segments = self._segments(place, epoch) if plan is None else self._plan_segments(plan, epoch)
         shuffled = self.placement.shuffle and reading.buffer_size > 1
-        deferred = deferred_reads(opener, reading.defer_reads, _first_shard(segments)) if shuffled else None
+        deferred = None
+        if shuffled and reads:
+            deferred = deferred_reads(opener, reading.defer_reads, _first_shard(segments))
         node: Node = SampleReader(opener, segments, recovery, deferred=deferred)
         if shuffled:
             seed = buffer_seed(self.placement.seed, epoch, *place)
@@ -251,10 +267,10 @@ class ShardDataset(StreamBase):
             node = StandIns(node, recovery)
         return node
 
-    def _plan_segments(self, epoch: int) -> Segments:
+    def _plan_segments(self, plan: Plan, epoch: int) -> Segments:
         p, counts = self.placement, self.shards.counts
-        assert self._plan is not None and counts is not None  # only an elastic restore deals plans
-        return Stream(counts, shard_order(len(self.shards), p.seed, epoch, p.shuffle)).segments(self._plan)
+        assert counts is not None  # only an elastic restore deals plans, and it needs the counts
+        return Stream(counts, shard_order(len(self.shards), p.seed, epoch, p.shuffle)).segments(plan)
 
     def _segments(self, place: Place, epoch: int) -> Segments:
         rank, world, worker, workers = place

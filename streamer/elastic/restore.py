@@ -119,8 +119,8 @@ def check_identity(state: Mapping[str, Any], identity: Mapping[str, Any]) -> Non
     missing = [key for key in IDENTITY if key not in state]
     if missing:
         raise ValueError(
-            f"a state lacks {missing}: it was saved by a shardstream without elastic restore; load each "
-            "rank's own state on the same world size and workers instead"
+            f"a state lacks {missing}: it was saved by a shardstream without elastic restore, or is not "
+            "a state of this kind of dataset; what a state continues depends on them, so save it again"
         )
     for key in IDENTITY:
         if state[key] != identity[key]:
