@@ -2,9 +2,21 @@
 
 from __future__ import annotations
 
-IMAGE_EXTENSIONS: frozenset[str] = frozenset(
-    {"jpg", "jpeg", "png", "webp", "gif", "bmp", "tif", "tiff", "ppm"}
-)
+# Image extension -> the Pillow formats its bytes may be: a decoder opens a member only as these, so
+# bytes of another format (an EPS named x.png, whose Pillow plugin runs Ghostscript) are refused, not
+# sniffed. Pillow's JPEG opener also gives MPO (many camera JPEGs); its PPM plugin reads PBM, PGM and PPM.
+IMAGE_FORMATS: dict[str, tuple[str, ...]] = {
+    "jpg": ("JPEG",),
+    "jpeg": ("JPEG",),
+    "png": ("PNG",),
+    "webp": ("WEBP",),
+    "gif": ("GIF",),
+    "bmp": ("BMP",),
+    "tif": ("TIFF",),
+    "tiff": ("TIFF",),
+    "ppm": ("PPM",),
+}
+IMAGE_EXTENSIONS: frozenset[str] = frozenset(IMAGE_FORMATS)
 AUDIO_EXTENSIONS: frozenset[str] = frozenset({"wav", "flac", "mp3", "ogg", "opus", "m4a"})
 VIDEO_EXTENSIONS: frozenset[str] = frozenset({"mp4", "webm", "mkv", "avi", "mov"})
 MEDIA_EXTENSIONS: frozenset[str] = IMAGE_EXTENSIONS | AUDIO_EXTENSIONS | VIDEO_EXTENSIONS

@@ -241,6 +241,7 @@ def _decode(found: Verification, *, quiet: bool) -> None:
 
 def _media_decoders() -> Callable[[str], Callable[[bytes], Any] | None]:
     """Member name -> decoder, for the extensions the streamer's registry maps to its media decoders."""
+    from shardstream.mediatypes import IMAGE_FORMATS
     from streamer.decode.registry import DECODERS, decode_audio, decode_image, decode_video
 
     media = (
@@ -249,6 +250,9 @@ def _media_decoders() -> Callable[[str], Callable[[bytes], Any] | None]:
         (decode_video, partial(decode_video, frames=VIDEO_FRAMES)),
     )
     table = {ext: bound for ext, fn in DECODERS.items() for base, bound in media if fn is base}
+    for ext, formats in IMAGE_FORMATS.items():  # an image opens only as its extension's format, as streamed
+        if DECODERS.get(ext) is decode_image:
+            table[ext] = partial(decode_image, mode="pil", formats=formats)
     return lambda name: table.get(name.lower().rsplit(".", 1)[-1])
 
 

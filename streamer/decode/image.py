@@ -1,7 +1,10 @@
 """Image decoding: Pillow (draft-mode reduced-size JPEGs, EXIF orientation) and libjpeg-turbo via torchcodec.
 
 Plain JPEGs decoded to tensors or arrays go through torchcodec (~2x Pillow here, the same pixels); EXIF
-orientation, reduced sizes, other formats and damaged data take Pillow's path.
+orientation, reduced sizes, other formats and damaged data take Pillow's path. Bytes are opened only as
+the formats their extension names (``IMAGE_FORMATS`` in ``shardstream.mediatypes``): Pillow would
+otherwise guess, and its EPS plugin runs Ghostscript on whatever it is handed. Both paths read the
+stored size from the header before decoding and refuse more than ``max_pixels`` (``IMAGE_MAX_PIXELS``).
 """
 
 from __future__ import annotations
@@ -16,7 +19,9 @@ from typing import Any
 import numpy as np
 import torch
 import torch.nn.functional as nnf
-from PIL import Image
+from PIL import Image, UnidentifiedImageError
+
+from shardstream.mediatypes import IMAGE_FORMATS, sniff_extension
 
 _ORIENTATION_TAG = 0x0112
 _TRANSPOSES = {  # EXIF orientation -> what makes the picture upright, as in ImageOps.exif_transpose
@@ -28,6 +33,13 @@ _TRANSPOSES = {  # EXIF orientation -> what makes the picture upright, as in Ima
     7: Image.Transpose.TRANSVERSE,
     8: Image.Transpose.ROTATE_90,
 }
+
+# Pillow's own refusal (twice its PIL.Image.MAX_IMAGE_PIXELS): ~179 Mpx, 537 MB as RGB. The same bound on
+# torchcodec's path, which has none of its own (a 1 KB JPEG claiming 20000x20000 took 1.85 GB).
+IMAGE_MAX_PIXELS = 178_956_970
+# The formats an image decoder not bound to an extension opens: every one the table names, no other.
+LISTED_FORMATS: tuple[str, ...] = tuple(sorted({f for names in IMAGE_FORMATS.values() for f in names}))
+_FRAME_MARKERS = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}  # SOFn; C4, C8, CC are other segments
 
 JpegDecoder = Callable[[torch.Tensor], torch.Tensor]  # encoded uint8 bytes -> RGB CHW uint8
 # An 8x16 gradient saved by Pillow (optimize=True), 336 bytes. A literal: encoding one at start-up made
@@ -85,24 +97,43 @@ def _encoded_tensor(data: bytes | memoryview) -> torch.Tensor:
     return tensor
 
 
-def _has_exif(data: bytes) -> bool:
-    """Whether an APP1 Exif segment is among the segments before the image data: walked marker by marker
-    (a few steps), not searched for (scanning a 35 KB JPEG cost ~20 us, 4% of its decode)."""
-    at, size = 2, len(data)
+def check_pixels(width: int, height: int, max_pixels: int | None) -> None:
+    """Refuse a picture of more than ``max_pixels`` (None: no bound here), before it is decoded."""
+    if max_pixels is not None and width * height > max_pixels:
+        raise ValueError(
+            f"{width}x{height} = {width * height} pixels, over image_max_pixels={max_pixels} (a "
+            "decompression bomb?); raise image_max_pixels (a decoding option) if such images are expected"
+        )
+
+
+def jpeg_frame(data: bytes) -> tuple[bool, int, int] | None:
+    """(has EXIF, width, height) from a JPEG's segments before its scan, walked marker by marker (a few
+    steps, not a search: scanning a 35 KB JPEG cost ~20 us, 4% of its decode); None when the walk meets
+    something else (Pillow then reads the file, and reports damage in its words)."""
+    at, size, exif, frame = 2, len(data), False, None
     while at + 4 <= size and data[at] == 0xFF:
         marker = data[at + 1]
+        if marker == 0xDA:  # start of scan: every header segment is behind
+            return None if frame is None else (exif, *frame)
         if marker == 0xE1 and data[at + 4 : at + 10] == b"Exif\0\0":
-            return True
-        if not (0xE0 <= marker <= 0xEF or marker == 0xFE):  # past APPn and comments: no EXIF after
-            return False
+            exif = True
+        elif marker in _FRAME_MARKERS and at + 9 <= size:
+            frame = (
+                int.from_bytes(data[at + 7 : at + 9], "big"),
+                int.from_bytes(data[at + 5 : at + 7], "big"),
+            )
         at += 2 + int.from_bytes(data[at + 2 : at + 4], "big")
-    return False
+    return None
 
 
-def fast_jpeg(data: bytes, mode: str) -> Any:
+def fast_jpeg(data: bytes, mode: str, max_pixels: int | None = IMAGE_MAX_PIXELS) -> Any:
     """Tensor/array output of a plain JPEG without EXIF (orientation is Pillow's job), else None."""
-    if data[:3] != b"\xff\xd8\xff" or _has_exif(data):
+    if data[:3] != b"\xff\xd8\xff":
         return None
+    frame = jpeg_frame(data)
+    if frame is None or frame[0]:
+        return None
+    check_pixels(frame[1], frame[2], max_pixels)
     decode = turbo_jpeg()
     if decode is None:
         return None
@@ -113,12 +144,37 @@ def fast_jpeg(data: bytes, mode: str) -> Any:
     return chw if mode == "torch" else chw.permute(1, 2, 0).contiguous().numpy()
 
 
-def decode_image(data: bytes, mode: str = "pil", size: int | tuple[int, int] | None = None) -> Any:
-    if size is None and mode != "pil":
-        fast = fast_jpeg(data, mode)
+def open_image(data: bytes, formats: tuple[str, ...], max_pixels: int | None) -> Image.Image:
+    """Pillow's lazy open (the header only) as one of ``formats``, within ``max_pixels``."""
+    try:
+        image = Image.open(io.BytesIO(data), formats=formats)
+    except UnidentifiedImageError:
+        looks = sniff_extension(data)
+        hint = f"; they look like {looks}" if looks else ""
+        raise ValueError(
+            f"the bytes are not {' or '.join(formats)}, the format(s) the member's extension names{hint}"
+        ) from None
+    except Image.DecompressionBombError as exc:  # Pillow's own limit, checked as it opens
+        raise ValueError(f"{exc} (Pillow's PIL.Image.MAX_IMAGE_PIXELS; see image_max_pixels)") from None
+    check_pixels(image.width, image.height, max_pixels)
+    return image
+
+
+def decode_image(
+    data: bytes,
+    mode: str = "pil",
+    size: int | tuple[int, int] | None = None,
+    *,
+    formats: tuple[str, ...] = LISTED_FORMATS,
+    max_pixels: int | None = IMAGE_MAX_PIXELS,
+) -> Any:
+    """An image as ``mode`` says; ``formats``: the Pillow formats the bytes may be (the member's extension's,
+    from ``IMAGE_FORMATS``); ``max_pixels``: the stored size refused past this, on every path."""
+    if size is None and mode != "pil" and "JPEG" in formats:
+        fast = fast_jpeg(data, mode, max_pixels)
         if fast is not None:
             return fast
-    image = Image.open(io.BytesIO(data))
+    image = open_image(data, formats, max_pixels)
     orientation = image.getexif().get(_ORIENTATION_TAG, 1)
     # Sizes asked for are of the upright picture; the stored one lies on its side for orientations 5-8.
     exact = (size[1], size[0]) if isinstance(size, tuple) else None  # (width, height), as Pillow has it

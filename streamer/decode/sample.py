@@ -1,9 +1,11 @@
 """Decoding sample members by extension, after the shuffle buffer: decoded samples are many times bigger.
 
 A member's decoder is registered under its full name ("image.jpg") or else its last dotted part ("0.jpg" ->
-jpg); ".gz" is gunzipped first. No decoder: bytes kept. Images come out 8-bit RGB, EXIF-upright, alpha
-dropped. ``image_size=N``: shorter side at least N, cheaply (JPEG draft mode decodes at 1/2, 1/4, 1/8
-scale, then a power-of-two box reduction for any format), never resized further or enlarged, so sizes vary.
+jpg); ".gz" is gunzipped first, to at most ``gunzip_max_bytes``. No decoder: bytes kept. Images come out
+8-bit RGB, EXIF-upright, alpha dropped; each is opened only as the format its extension names
+(``IMAGE_FORMATS``), within ``image_max_pixels``. ``image_size=N``: shorter side at least N, cheaply
+(JPEG draft mode decodes at 1/2, 1/4, 1/8 scale, then a power-of-two box reduction for any format), never
+resized further or enlarged, so sizes vary.
 ``image_size=(height, width)``: exactly that, aspect not kept; the same reduction, then antialiased bilinear
 (Pillow's for "pil", else torch's uint8 kernel: within one level of Pillow's and several times faster).
 A SampleDecoder copies the registry when made, so it pickles with its decoders; decoders meant for spawned
@@ -12,7 +14,6 @@ workers must be module-level functions or ``functools.partial`` objects, not lam
 
 from __future__ import annotations
 
-import gzip
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -20,8 +21,11 @@ from typing import Any
 
 from shardstream.checks import is_positive_int, one_of, positive_int_or_none
 from shardstream.errors import DecodeError, MissingMemberError, short_reason
+from shardstream.mediatypes import IMAGE_FORMATS
+from shardstream.sizes import parse_size
 
-from .image import turbo_jpeg
+from .gunzip import GUNZIP_MAX_BYTES, gunzip
+from .image import IMAGE_MAX_PIXELS, LISTED_FORMATS, turbo_jpeg
 from .registry import (
     DECODERS,
     Decoder,
@@ -48,6 +52,12 @@ class DecodeOptions:
     (resample to this many Hz; None: the file's rate), ``audio_mono`` (average the channels into one),
     ``video_frames`` (N evenly spaced frames, first and last included; None: every frame), ``decoders``
     (``{"ext": fn}``), ``fields`` (None: every member, decoded or kept as bytes).
+
+    Bounds on hostile members, each a DecodeError naming the member and the option: ``image_max_pixels``
+    (an image whose header declares more pixels is refused before it is decoded, on Pillow's path and
+    torchcodec's alike; default 178,956,970, Pillow's own refusal; None: no bound of ours, Pillow's
+    ``PIL.Image.MAX_IMAGE_PIXELS`` still applies on its path), ``gunzip_max_bytes`` (a ``.gz`` member
+    inflating past this is refused; bytes or a size like ``"1GiB"``; default 256 MiB, which it may hold).
     """
 
     image: str = "pil"  # pil, numpy (HWC uint8), torch (CHW uint8), raw (bytes kept)
@@ -57,6 +67,8 @@ class DecodeOptions:
     video_frames: int | None = None
     decoders: Mapping[str, Decoder] | None = None  # by extension or member name, over the registry's
     fields: tuple[str, ...] | None = None  # decode only these members; a sample without one is an error
+    image_max_pixels: int | None = IMAGE_MAX_PIXELS
+    gunzip_max_bytes: int | str = GUNZIP_MAX_BYTES
 
     def __post_init__(self) -> None:
         one_of("image", self.image, IMAGE_MODES)
@@ -65,6 +77,10 @@ class DecodeOptions:
             raise ValueError("image_size needs decoded images; it does nothing with image='raw'")
         positive_int_or_none("audio_rate", self.audio_rate)
         positive_int_or_none("video_frames", self.video_frames)
+        positive_int_or_none("image_max_pixels", self.image_max_pixels)
+        object.__setattr__(
+            self, "gunzip_max_bytes", parse_size(self.gunzip_max_bytes, name="gunzip_max_bytes")
+        )
         if not isinstance(self.audio_mono, bool):
             raise ValueError(f"audio_mono must be True or False, not {self.audio_mono!r}")
         if self.decoders is not None and not isinstance(self.decoders, Mapping):
@@ -154,27 +170,39 @@ class SampleDecoder:
             return fn
         if ext == "gz":
             rest = name[: -len(".gz")]
-            return partial(_gunzip_then, self._resolve(rest) if rest else keep)
+            then = self._resolve(rest) if rest else keep
+            return partial(_gunzip_then, then, self.options.gunzip_max_bytes)
         return keep
 
 
 def _decoder_table(options: DecodeOptions) -> dict[str, Decoder]:
     """The registry with the media decoders bound to the options (by partial: the table pickles)."""
-    image = options.image
     bound: dict[Decoder, Decoder] = {
-        decode_image: keep if image == "raw" else partial(decode_image, mode=image, size=options.image_size),
         decode_audio: partial(decode_audio, rate=options.audio_rate, mono=options.audio_mono),
         decode_video: partial(decode_video, frames=options.video_frames),
     }
     # A global registration that replaced a media decoder is not a built-in any more: it is kept.
-    table = {name: bound.get(fn, fn) for name, fn in DECODERS.items()}
+    table = {
+        name: _image_decoder(options, name) if fn is decode_image else bound.get(fn, fn)
+        for name, fn in DECODERS.items()
+    }
     for name, fn in (options.decoders or {}).items():
         table[check_name(name, "decoders key")] = check_decoder(fn, f"decoders[{name!r}]")
     return table
 
 
-def _gunzip_then(decode: Decoder, data: bytes) -> Any:
-    return decode(gzip.decompress(data))
+def _image_decoder(options: DecodeOptions, name: str) -> Decoder:
+    """The image decoder for a member name, opening only the formats its extension names (any listed
+    format for a name the table lacks, registered to decode_image by hand)."""
+    if options.image == "raw":
+        return keep
+    formats = IMAGE_FORMATS.get(name.rsplit(".", 1)[-1], LISTED_FORMATS)
+    size, limit = options.image_size, options.image_max_pixels
+    return partial(decode_image, mode=options.image, size=size, formats=formats, max_pixels=limit)
+
+
+def _gunzip_then(decode: Decoder, max_bytes: int, data: bytes) -> Any:
+    return decode(gunzip(data, max_bytes))
 
 
 def _check_image_size(size: Any) -> int | tuple[int, int] | None:

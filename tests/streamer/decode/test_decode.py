@@ -100,17 +100,17 @@ def tag(data: bytes) -> str:
 def test_each_image_mode_gives_its_type_and_plain_pillow_pixels(ext: str) -> None:
     data = image_bytes(ext)
     expected = plain_pillow(data)
-    pil = SampleDecoder(image="pil")(sample(jpg=data))["jpg"]
+    pil = SampleDecoder(image="pil")(sample(**{ext: data}))[ext]
     assert isinstance(pil, Image.Image) and pil.mode == "RGB" and pil.size == (256, 192)
     np.testing.assert_array_equal(np.asarray(pil), expected)
-    array = SampleDecoder(image="numpy")(sample(jpg=data))["jpg"]
+    array = SampleDecoder(image="numpy")(sample(**{ext: data}))[ext]
     assert isinstance(array, np.ndarray) and array.shape == (192, 256, 3) and array.dtype == np.uint8
     assert array.flags.writeable
     np.testing.assert_array_equal(array, expected)
-    tensor = SampleDecoder(image="torch")(sample(jpg=data))["jpg"]
+    tensor = SampleDecoder(image="torch")(sample(**{ext: data}))[ext]
     assert isinstance(tensor, torch.Tensor) and tensor.shape == (3, 192, 256) and tensor.dtype == torch.uint8
     np.testing.assert_array_equal(tensor.permute(1, 2, 0).numpy(), expected)
-    assert SampleDecoder(image="raw")(sample(jpg=data))["jpg"] is data
+    assert SampleDecoder(image="raw")(sample(**{ext: data}))[ext] is data
 
 
 def test_grey_alpha_and_palette_images_come_out_rgb_without_warnings() -> None:
