@@ -22,6 +22,7 @@ import re
 from typing import Any
 
 __all__ = [
+    "SECRET_QUERY_PARAMS",
     "DecodeError",
     "FormatError",
     "KeyRuleError",
@@ -37,17 +38,52 @@ __all__ = [
     "short_reason",
 ]
 
-# scheme://user:password@ (or user@) in any text: errors name URLs, and must not show who logs in.
-_USERINFO = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://)[^/?#\s]*@")  # to the last @: a password may hold one
+# scheme://user:password@ (or user@) in any text: errors name URLs, and must not show who logs in. To the
+# last @, as a password may hold one; one slash is enough, as pathlib folds http://u:p@h into http:/u:p@h.
+_USERINFO = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*:/{1,2})[^/?#\s]*@")
+
+# Query parameters whose value is a credential, compared without case: presigned S3 (AWS SigV2/V4) and GCS
+# URLs, CloudFront, Azure SAS (sig), OAuth and API keys. Their values are shown as *** (the name stays, so
+# a message still says the URL was presigned); a parameter not listed here is shown as it is.
+SECRET_QUERY_PARAMS = (
+    "X-Amz-Signature",
+    "X-Amz-Credential",
+    "X-Amz-Security-Token",
+    "X-Goog-Signature",
+    "X-Goog-Credential",
+    "AWSAccessKeyId",
+    "Signature",
+    "Key-Pair-Id",
+    "Policy",
+    "sig",
+    "token",
+    "access_token",
+    "id_token",
+    "refresh_token",
+    "api_key",
+    "apikey",
+    "key",
+    "password",
+    "secret",
+    "client_secret",
+)
+_SECRET_QUERY = re.compile(
+    r"([?&](?:" + "|".join(map(re.escape, SECRET_QUERY_PARAMS)) + r")=)[^&#\s'\":;,()<>]*", re.IGNORECASE
+)
 
 
 def redact_url(text: str) -> str:
-    """``text`` (a URL, or a message naming URLs) with every URL's user:password@ cut out."""
-    return _USERINFO.sub(r"\1", text) if "@" in text else text
+    """``text`` (a URL, or a message naming URLs) with every URL's user:password@ cut out and the values of
+    its credential query parameters (``SECRET_QUERY_PARAMS``) shown as ``***``: how every URL that leaves
+    the reader is shown (samples' ``__url__``, errors, warnings, the index's rows, the command line). The URL
+    that opens the shard keeps them."""
+    if "@" in text:
+        text = _USERINFO.sub(r"\1", text)
+    return _SECRET_QUERY.sub(r"\1***", text) if "=" in text else text
 
 
 class ShardstreamError(Exception):
-    """Base of every shardstream error. Its message never shows a URL's user:password."""
+    """Base of every shardstream error. Its message never shows a URL's user:password or token."""
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*(redact_url(a) if isinstance(a, str) else a for a in args))

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
+from shardstream.errors import redact_url
 from shardstream.format.constants import INDEX_NAME
 
 IndexArgument = Annotated[Path, typer.Argument(help=f"An index file or the folder holding {INDEX_NAME}.")]
@@ -15,8 +16,10 @@ JsonFlag = Annotated[bool, typer.Option("--json", help="Print the result as JSON
 
 
 def fail(message: str, code: int = 1) -> typer.Exit:
-    """Print ``error: message`` in red on stderr; raise the returned Exit to stop with ``code``."""
-    typer.secho(f"error: {message}", fg=typer.colors.RED, err=True)
+    """Print ``error: message`` in red on stderr; raise the returned Exit to stop with ``code``. Every
+    command's error ends here, so this is where an OSError's or ValueError's text (which does not redact
+    itself, as a StreamError does) loses the URLs' credentials."""
+    typer.secho(f"error: {redact_url(message)}", fg=typer.colors.RED, err=True)
     return typer.Exit(code)
 
 

@@ -12,7 +12,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any, BinaryIO
 from zlib import adler32
 
-from ..errors import ShardReadError
+from ..errors import ShardReadError, redact_url
 from .constants import BLOCK
 from .tarmember import (
     GLOBAL_PAX,
@@ -181,7 +181,7 @@ def iter_samples(
                         spans.append((sample_start, first_header))
                     yield sample
                 key = name_key
-                sample = {"__key__": key, "__url__": url}
+                sample = {"__key__": key, "__url__": redact_url(url)}  # the opened URL keeps its credentials
                 sample_start = first_header
             sample[ext] = data
             first_header = None

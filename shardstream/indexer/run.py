@@ -75,7 +75,7 @@ def index_source(text: str, options: IndexOptions) -> IndexSummary:
     source = resolve_source(text)
     out = options.out if options.out is not None else source.home
     if out is None:
-        raise ValueError(f"source {text!r} is remote: give --out DIR for the index and its sidecars")
+        raise ValueError(f"source {redact_url(text)!r} is remote: give --out DIR for the index and sidecars")
     out = Path(out).resolve()
     if options.out is None and not os.access(out, os.W_OK):
         raise ValueError(f"{out} is not writable: write the index and sidecars elsewhere with --out DIR")

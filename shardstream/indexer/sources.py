@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import FormatError
+from ..errors import FormatError, redact_url
 from ..format.constants import SHARD_SUFFIX
 from ..format.patterns import BracePattern
 from ..io.urls import is_remote, local_path, scheme_of
@@ -91,7 +91,7 @@ def _remote(text: str) -> ShardSource:
         return _split_compressed(ShardSource(text, [text], None))
     if scheme_of(text) in ("http", "https"):
         raise ValueError(
-            f"source: {text!r}: an HTTP folder cannot be listed; give a brace pattern "
+            f"source: {redact_url(text)!r}: an HTTP folder cannot be listed; give a brace pattern "
             "(https://host/train-{000000..000127}.tar) or a list file of URLs"
         )
     import fsspec  # a folder on object storage: list it
@@ -100,7 +100,7 @@ def _remote(text: str) -> ShardSource:
     names = sorted(p for p in fs.find(root) if p.endswith((SHARD_SUFFIX, *_COMPRESSED)))
     urls = [fs.unstrip_protocol(p) for p in names]
     if not urls:
-        raise ValueError(f"source: no .tar files under {text!r}")
+        raise ValueError(f"source: no .tar files under {redact_url(text)!r}")
     return _split_compressed(ShardSource(text, urls, None))
 
 

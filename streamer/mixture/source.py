@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from shardstream.errors import FormatError
+from shardstream.errors import FormatError, redact_url
 from shardstream.io.openers import OpenOptions
 from shardstream.io.urls import scheme_of
 
@@ -72,7 +72,7 @@ class MixSource:
     def label(self) -> str:
         if self.name is not None:
             return str(self.name)
-        text = os.fspath(self.path).rstrip("/")
+        text = redact_url(os.fspath(self.path)).rstrip("/")  # https://user:pw@host/index.json: "host"
         if text.endswith(".json"):
             text = os.path.dirname(text)
         return os.path.basename(text) or text
