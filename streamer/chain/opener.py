@@ -13,7 +13,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO
 
-from shardstream.errors import ShardReadError
+from shardstream.errors import ShardReadError, redact_url
 from shardstream.format import decode_offsets, iter_samples
 from shardstream.format.window import MappedWindow, SpanWindow
 from shardstream.io.openers import OpenOptions, is_compressed, open_stream, read_range, read_small, seekable
@@ -37,7 +37,8 @@ def sample_in(
     for a plain sample, else the general reader, which names any damage. ``members``: what member values
     slice (``buf``, or a view of ``mapping``, the mapped shard ``buf`` is); without a mapping, ``pos`` is 0.
     Every read of one sample by its offsets comes here (deferred reads, restores, ShardMap)."""
-    sample = _sample_at(buf, members, pos, stop, url) if _sample_at is not None else None
+    # The sample shows its URL without credentials (the C reader puts what it is given in "__url__").
+    sample = _sample_at(buf, members, pos, stop, redact_url(url)) if _sample_at is not None else None
     if sample is not None:
         return sample
     window = MappedWindow(mapping, start) if mapping is not None else SpanWindow(buf, stop)
