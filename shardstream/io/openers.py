@@ -13,7 +13,7 @@ import shlex
 import shutil
 import subprocess
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any, BinaryIO
 
@@ -22,6 +22,7 @@ from shardstream.sizes import parse_size
 
 from .fsspecio import cat, open_at
 from .http import HttpOptions, HttpStream, read_http, redact
+from .metadata import over_cap, read_capped
 from .urls import local_path, scheme_of
 
 Opener = Callable[[str, int, "OpenOptions"], BinaryIO]
@@ -170,14 +171,23 @@ def read_small(url: str, options: OpenOptions | None = None) -> bytes | None:
                 return handle.read()
         except FileNotFoundError:
             return None
+    # Remote metadata is capped (HttpOptions.max_metadata_size): an endless answer must not take the memory.
+    cap = options.http.max_metadata_size
     cache = options.cache()
     if cache is not None and scheme != "pipe":
         # Absence is remembered too: a second epoch over a cached dataset makes no request at all.
         if cache.absent(url):
             return None
+
+        def fetch(handle: BinaryIO) -> None:  # the uncached read, so the cap holds on the way in too
+            data = read_small(url, replace(options, cache_dir=None))
+            if data is None:
+                raise ShardNotFoundError("not found", url=redact(url))
+            handle.write(data)
+
         try:
-            with _cached(url, options, None) as handle:
-                return handle.read()
+            with cache.open(url, fetch, sha256=None) as handle:
+                return read_capped(handle, cap, url=redact(url))
         except ShardNotFoundError:
             cache.remember_absent(url)
             return None
@@ -185,9 +195,12 @@ def read_small(url: str, options: OpenOptions | None = None) -> bytes | None:
         return read_http(url, options.http)
     try:
         if _is_fsspec(scheme):
-            return cat(url)  # one GET: no HEAD first, no read-ahead
+            data = cat(url, 0, cap + 1)  # one GET: no HEAD first, no read-ahead, one byte past the cap
+            if len(data) > cap:
+                raise over_cap(redact(url), cap, "more than that")
+            return data
         with _raw_open(url, 0, options) as stream:
-            return stream.read()
+            return read_capped(stream, cap, url=redact(url))
     except ShardNotFoundError:
         return None
 

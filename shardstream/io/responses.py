@@ -1,5 +1,6 @@
 """What an HTTP response tells a reader: its total length, Retry-After, the If-Range validator for a
-resume, whether a certificate problem will recur, an error in a word; and draining an error's body.
+resume, whether a 206 holds the bytes asked for, whether a certificate problem will recur, an error in a
+word; and draining an error's body.
 
 Pure functions of a urllib3 response or exception, apart from the stream that uses them (``http.py``).
 Trade-off: a second module for the HTTP reader, so that the stream's retry loop reads on one screen.
@@ -7,6 +8,7 @@ Trade-off: a second module for the HTTP reader, so that the stream's retry loop 
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from urllib3.exceptions import HTTPError, MaxRetryError, SSLError
@@ -61,6 +63,33 @@ def total_length(response: Any, offset: int) -> int | None:
     if length is None or not length.isdigit():
         return None
     return int(length) + (offset if response.status == 206 else 0)
+
+
+_CONTENT_RANGE = re.compile(r"\s*bytes\s+(\d+)-(\d+)/(\d+|\*)\s*", re.IGNORECASE)
+
+
+def range_mismatch(response: Any, start: int, end: int | None) -> str | None:
+    """Why a 206 answer is not the bytes asked for (``start`` on, to ``end`` exclusive), or None.
+
+    Its Content-Range must start at ``start`` and agree with its Content-Length: read as if it did, a
+    server answering every Range from byte 0 would splice a shard. Shorter than asked is fine (the stream
+    resumes where it ends); longer is read only as far as asked.
+    """
+    asked = f"bytes {start}-{'' if end is None else end - 1}"
+    value = response.headers.get("content-range") or ""
+    match = _CONTENT_RANGE.fullmatch(value)
+    if match is None:
+        return f"asked for {asked}, the 206 answer has no Content-Range naming one span ({value!r})"
+    first, last, total = int(match[1]), int(match[2]), match[3]
+    if first != start or last < first or (total != "*" and last >= int(total)):
+        return (
+            f"asked for {asked}, the server answered bytes {first}-{last} (its Content-Range {value!r}); "
+            "refused: reading on would splice the object's bytes"
+        )
+    length = response.headers.get("content-length")
+    if length is not None and length.strip().isdigit() and int(length) != last - first + 1:
+        return f"asked for {asked}, its Content-Length {length} disagrees with its Content-Range {value!r}"
+    return None
 
 
 def if_range(validators: tuple[str | None, str | None, int | None] | None) -> str | None:

@@ -18,7 +18,7 @@ from torch.utils.data import Dataset
 
 from shardstream.errors import FormatError
 from shardstream.format.keyfile import IDX_SUFFIX, KeyFile
-from shardstream.io.httpoptions import HttpOptions
+from shardstream.io.httpoptions import HttpOptions, bind
 from shardstream.io.openers import OpenOptions, read_range, read_small
 
 from ..chain.opener import ShardOpener
@@ -58,7 +58,7 @@ class ShardMap(Dataset):  # type: ignore[type-arg]
     ) -> None:
         if offsets_cache < 1:
             raise ValueError(f"offsets_cache must be >= 1, not {offsets_cache}")
-        self.options = OpenOptions.of(http, cache_dir, cache_size)
+        self.options = OpenOptions.of(bind(http, source), cache_dir, cache_size)  # headers: its origin
         self.shards = ShardList.from_source(source, self.options)
         if self.shards.counts is None:
             raise ValueError(

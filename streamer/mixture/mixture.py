@@ -15,7 +15,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from shardstream.io.httpoptions import HttpOptions
+from shardstream.io.httpoptions import HttpOptions, bind
 from shardstream.io.openers import OpenOptions
 
 from ..chain.deferred import Fetch
@@ -92,7 +92,8 @@ class Mixture(StreamBase):
         )
         self.error_handling = Errors(on_error=on_error, keep_length=keep_length)
         self.epoch_size, self.max_open, self.stratify = epoch_size, max_open, stratify
-        opening = OpenOptions.of(http, cache_dir, cache_size)
+        # Headers go to the sources' own origins, never to hosts their indexes name.
+        opening = OpenOptions.of(bind(http, [s.path for s in self.sources]), cache_dir, cache_size)
         self.shard_lists = [counted_shards(s, opening) for s in self.sources]
         self.shares = [
             s.share(int(shards.total)) for s, shards in zip(self.sources, self.shard_lists, strict=True)
