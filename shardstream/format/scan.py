@@ -16,6 +16,7 @@ from typing import Any, BinaryIO
 
 from ..buffers import read_into
 from ..errors import ShardReadError
+from ..io.localfiles import open_regular
 from .constants import BLOCK
 from .keys import split_member_name
 from .tarmember import (
@@ -283,7 +284,7 @@ def scan_file(path: str | os.PathLike[str], *, checksum: bool = False, url: str 
     """Scan a local tar by seeking over member data."""
     shown = url or os.fspath(path)
     try:
-        handle = open(path, "rb", buffering=0)  # noqa: SIM115 - closed below; our own buffer does the reads
+        handle = open_regular(path, buffering=0)  # closed below; our own buffer does the reads
     except OSError as exc:
         return ShardScan(damage=f"cannot open: {exc.strerror or exc}", damage_offset=0)
     with handle:

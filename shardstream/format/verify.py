@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ShardstreamError, short_reason
+from ..io.localfiles import open_regular
 from ..io.urls import is_remote, local_path
 from .index import DatasetIndex, ShardEntry
 from .offsets import decode_offsets, offsets_name
@@ -48,7 +49,7 @@ def shard_files(index_path: Path, index: DatasetIndex, entry: ShardEntry) -> tup
 
 def sha256_of(path: Path) -> str:
     digest = hashlib.sha256()
-    with open(path, "rb") as handle:
+    with open_regular(path) as handle:  # an index row naming /dev/zero would hash forever
         while block := handle.read(1 << 20):
             digest.update(block)
     return digest.hexdigest()
@@ -85,7 +86,10 @@ def _check_shard(index_path: Path, index: DatasetIndex, entry: ShardEntry, found
         problems.append(f"{path}: {size} bytes, index says {entry.size}")
     scan = scan_file(path, checksum=bool(entry.sha256))  # one read hashes and walks the headers
     if entry.sha256:
-        digest = scan.sha256 or sha256_of(path)  # a damaged walk stops hashing early
+        try:
+            digest = scan.sha256 or sha256_of(path)  # a damaged walk stops hashing early
+        except OSError as exc:  # not a regular file (a FIFO, /dev/zero): the scan's damage says so below
+            digest = f"not computed ({exc.strerror or exc})"
         if digest != entry.sha256:
             problems.append(f"{path}: sha256 {digest} does not match the index")
     if scan.damage is not None:
@@ -116,7 +120,7 @@ def decode_check(
     unavailable: dict[str, list[Any]] = {}  # extension -> [reason, members not decoded]
     for path in found.shards:
         try:
-            with open(path, "rb") as handle:
+            with open_regular(path) as handle:
                 for sample in iter_samples(handle, url=str(path)):
                     _decode_sample(sample, path, decoder_for, found, unavailable)
                     if progress is not None:

@@ -22,6 +22,7 @@ from shardstream.sizes import parse_size
 
 from .fsspecio import cat, open_at
 from .http import HttpOptions, HttpStream, read_http, redact
+from .localfiles import NotRegularFile, open_regular
 from .metadata import over_cap, read_capped
 from .urls import local_path, scheme_of
 
@@ -82,7 +83,7 @@ def seekable(url: str) -> bool:
 def _open_file(url: str, offset: int, options: OpenOptions) -> BinaryIO:
     path = local_path(url)
     try:
-        handle = open(path, "rb", buffering=0)  # noqa: SIM115 - unbuffered: readers fetch 1 MiB at a time
+        handle = open_regular(path, buffering=0)  # unbuffered: readers fetch 1 MiB at a time
     except FileNotFoundError as exc:
         raise ShardNotFoundError("shard not found", url=url) from exc
     except OSError as exc:
@@ -167,10 +168,12 @@ def read_small(url: str, options: OpenOptions | None = None) -> bytes | None:
     scheme = scheme_of(url)
     if scheme == "file":
         try:
-            with open(local_path(url), "rb") as handle:
+            with open_regular(local_path(url)) as handle:  # a FIFO or /dev/zero would never end
                 return handle.read()
         except FileNotFoundError:
             return None
+        except NotRegularFile as exc:
+            raise ShardReadError(exc.strerror, url=url) from exc
     # Remote metadata is capped (HttpOptions.max_metadata_size): an endless answer must not take the memory.
     cap = options.http.max_metadata_size
     cache = options.cache()
@@ -214,7 +217,7 @@ def read_range(
     scheme = scheme_of(url)
     if scheme == "file":
         try:
-            with open(local_path(url), "rb", buffering=0) as handle:
+            with open_regular(local_path(url), buffering=0) as handle:
                 # Never more than the file holds: offsets from a stale or hostile sidecar can say anything.
                 have = max(0, min(end, os.fstat(handle.fileno()).st_size) - start)
                 data = os.pread(handle.fileno(), have, start) if have else b""

@@ -20,6 +20,7 @@ import torch
 
 from shardstream.errors import ShardReadError
 from shardstream.format.window import ShardMapping
+from shardstream.io.localfiles import open_regular_fd
 
 __all__ = ["RawBatch", "raw_collate"]
 
@@ -158,7 +159,7 @@ def _mapping(path: str, identity: tuple[int, int, int, int]) -> ShardMapping:
         _mappings.move_to_end(key)  # type: ignore[arg-type]
         return found
     try:
-        fd = os.open(path, os.O_RDONLY)
+        fd = open_regular_fd(path)
         try:
             mapping = ShardMapping.of(fd, path)
         finally:

@@ -23,6 +23,7 @@ from typing import Any
 from shardstream.buffers import CHUNKS
 from shardstream.errors import ShardReadError, StreamError
 from shardstream.format.window import ShardMapping
+from shardstream.io.localfiles import open_regular_fd
 from shardstream.io.urls import local_path, scheme_of
 
 from .node import Item, Node
@@ -91,14 +92,19 @@ class DeferredReads:
         url = self.opener.shards.urls[shard]
         if scheme_of(url) != "file":
             return None
-        offsets = self.opener.offsets(shard)  # None for a compressed shard, which cannot seek
+        try:
+            offsets = self.opener.offsets(shard)  # None for a compressed shard, which cannot seek
+        except (
+            StreamError
+        ):  # an unreadable sidecar: read front to back, where it is reported as for any shard
+            return None
         if offsets is None or len(offsets) < 2:
             return None
         if offsets[-1] - offsets[0] < self.small * (len(offsets) - 1):  # small samples: read as they enter
             return None
         path = os.path.abspath(local_path(url))
         try:
-            fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            fd = open_regular_fd(path)
         except OSError:  # read front to back instead, where the error is reported as for any shard
             return None
         return _OpenShard(fd, path, offsets, url)

@@ -13,7 +13,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO
 
-from shardstream.errors import ShardReadError, redact_url
+from shardstream.errors import FormatError, ShardReadError, redact_url
 from shardstream.format import decode_offsets, iter_samples
 from shardstream.format.window import MappedWindow, SpanWindow
 from shardstream.io.openers import OpenOptions, is_compressed, open_stream, read_range, read_small, seekable
@@ -106,7 +106,10 @@ class ShardOpener:
         if data is None:
             return None
         expected = int(self.shards.counts[shard]) if self.shards.counts is not None else None
-        return decode_offsets(data, source=url, samples=expected)
+        try:
+            return decode_offsets(data, source=url, samples=expected)
+        except FormatError as exc:  # a shard's damage like any other: on_error="skip" counts it and goes on
+            raise ShardReadError(f"{exc}; run shardstream index again", url=self.shards.urls[shard]) from exc
 
     # -- opening ---------------------------------------------------------------------------------------
     def _open(self, shard: int, first: int, offsets: Any) -> BinaryIO:
