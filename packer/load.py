@@ -2,21 +2,42 @@
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Sequence
 
 from shardstream.errors import RejectedInput, redact_url
+from shardstream.io.localfiles import open_regular_fd
 from shardstream.io.urls import is_remote
 
 from .sample import Reject, Sample, SamplePlan
 from .sources.remote import describe, fetch_all
 
 
-def read_file(path: str) -> bytes:
-    """The whole file; os.read on a raw descriptor skips the buffered-reader setup open() pays per file."""
-    fd = os.open(path, os.O_RDONLY)
+class SwappedFile(OSError):
+    """A folder's file is no longer the one listed (a link or another file in its place): not read."""
+
+    def __init__(self, path: str) -> None:
+        why = "changed since SOURCE was listed (another file or a link in its place); not read"
+        super().__init__(errno.ESTALE, why, path)
+
+
+def read_file(path: str, listed: tuple[int, int] | None = None) -> bytes:
+    """The whole file, if a regular one (a FIFO or device: NotRegularFile, without blocking to open it).
+    ``listed``: the (st_dev, st_ino) a folder listing saw; then no link is followed and the file must be
+    that one (SwappedFile), so a swap after listing can neither hang the pack nor read outside SOURCE.
+    os.read on a raw descriptor skips the buffered-reader setup open() pays per file."""
     try:
-        size = os.fstat(fd).st_size
+        fd = open_regular_fd(path, follow_symlinks=listed is None)
+    except OSError as exc:
+        if listed is not None and exc.errno == errno.ELOOP:  # O_NOFOLLOW met a link: not what was listed
+            raise SwappedFile(path) from exc
+        raise
+    try:
+        found = os.fstat(fd)
+        if listed is not None and (found.st_dev, found.st_ino) != listed:
+            raise SwappedFile(path)
+        size = found.st_size
         chunks = [os.read(fd, size or 65536)]
         # Keep reading until EOF: the file may have grown, or a read may come back short.
         while chunks[-1]:
@@ -26,9 +47,9 @@ def read_file(path: str) -> bytes:
         os.close(fd)
 
 
-def _read(path: str, fetched: dict[str, bytes | Exception]) -> bytes:
+def _read(path: str, listed: tuple[int, int] | None, fetched: dict[str, bytes | Exception]) -> bytes:
     if path not in fetched:
-        return read_file(path)
+        return read_file(path, listed)
     found = fetched[path]
     if isinstance(found, Exception):
         raise found
@@ -49,7 +70,11 @@ def load_sample(
             where = member.path if member.data is None else plan.source  # embedded bytes: their record
             shown = f"{where} (field {member.origin!r})" if member.origin else where
             try:
-                data = _read(member.path, fetched or {}) if member.data is None else bytes(member.data)  # type: ignore[arg-type]
+                data = (
+                    _read(member.path, member.listed, fetched or {})  # type: ignore[arg-type]
+                    if member.data is None
+                    else bytes(member.data)
+                )
             except FileNotFoundError:
                 return Reject(plan.source, f"missing file: {redact_url(str(shown))}", "missing")
             except OSError as exc:

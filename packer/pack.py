@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import shutil
 import time
@@ -35,6 +37,16 @@ from .shardwriter import TarShardWriter, encode_sample
 from .sources import Slice, open_source
 from .sources.iterable import RecordsSource, describe_records
 from .summary import DUPLICATE_ACROSS_SHARDS, PackSummary, summary_from_index
+
+# A full disk, a full quota, a file size limit (ulimit -f): the pack stops; what is published stays.
+NO_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+
+
+def no_space(exc: BaseException, outdir: Path, where: str) -> PackError | None:
+    """The error to raise for a write refused for want of space, saying where and what to do; else None."""
+    if not isinstance(exc, OSError) or exc.errno not in NO_SPACE:
+        return None
+    return PackError(f"{outdir}: disk full at {where} ({exc.strerror}); free space and rerun with --resume")
 
 
 class ProgressHook:
@@ -75,6 +87,7 @@ class Packer:
         self.work = outdir / WORK_DIR_NAME
         self.progress = PackProgress()
         self.writer: TarShardWriter | None = None
+        self.writing = 0  # the number of the shard being written (or next), for a disk-full message
         self.consumed = 0  # source items read to the end of the run, the ones after the last shard too
 
     # -- setup -----------------------------------------------------------------------------------------
@@ -146,6 +159,7 @@ class Packer:
             load_batch, remaining, workers=o.workers, args=(media,), pool=self.pool, inline=inline
         )
         position = self.progress.position
+        self.writing = len(self.progress.shards)
         try:
             for item in loaded:
                 if isinstance(item, Sample) and self.writer is not None and item.key in self.writer.keys:
@@ -160,9 +174,15 @@ class Packer:
             if self.writer is not None:
                 self._publish(position, rejects)
             self.consumed = position
-        except BaseException:
+        except BaseException as exc:
             if self.writer is not None:
-                self.writer.abort()
+                # Closing may fail again on a full disk; the temp file is removed all the same.
+                with contextlib.suppress(OSError):
+                    self.writer.abort()
+            name = shard_name(self.options.prefix, self.writing, shard_digits(self.writing + 1))
+            full = no_space(exc, self.outdir, f"shard {self.writing}, {name}")
+            if full is not None:
+                raise full from exc
             raise
 
     def records_plans(self) -> Iterable[SamplePlan | Reject]:
@@ -188,7 +208,7 @@ class Packer:
         if self.writer is not None and not self.writer.fits(nbytes):
             self._publish(position, rejects)
         if self.writer is None:
-            number = len(self.progress.shards)
+            number = self.writing = len(self.progress.shards)
             path = self.outdir / shard_name(self.options.prefix, number, shard_digits(number + 1))
             self.writer = TarShardWriter(
                 path, max_size=self.options.max_size, max_count=self.options.max_count
@@ -253,6 +273,18 @@ def pack(
         packer = Packer(describe_records(source), out, options, hook or ProgressHook(), records=source)
     if packer.prepare():
         return summary_from_index(out, started)
+    try:
+        return _run_and_index(packer, started)
+    except OSError as exc:  # a failure in the loop is already a PackError naming its shard
+        full = no_space(exc, out, "the end of the pack (the key audit, the rejects, the index)")
+        if full is None:
+            raise
+        raise full from exc
+
+
+def _run_and_index(packer: Packer, started: float) -> PackSummary:
+    """The loop, then the key audit, the index, and the cleanup of what only a resume needed."""
+    source, out, options = packer.source, packer.outdir, packer.options
     with RejectsReport(out / REJECTS_NAME, keep_bytes=packer.progress.rejects_bytes) as rejects:
         resumed_from = len(packer.progress.shards)
         packer.run(rejects)

@@ -7,10 +7,15 @@ from dataclasses import dataclass, field
 
 @dataclass(frozen=True)
 class MemberPlan:
-    """One member to be: read from ``path``, or taken as ``data`` (a record's JSON, a table's image)."""
+    """One member to be: read from ``path``, or taken as ``data`` (a record's JSON, a table's image).
+
+    ``listed``: the (st_dev, st_ino) a folder listing saw at ``path``; the file read must be that one,
+    reached by no link (what is there may have been swapped since). None: a file a record names, as it is.
+    """
 
     ext: str
     path: str | None = None
+    listed: tuple[int, int] | None = None
     data: bytes | bytearray | memoryview | None = None
     origin: str = ""  # the manifest field it came from, for messages
     media: bool = False  # data that media options process as they do files (bytes embedded in a table)

@@ -47,7 +47,7 @@ def _walk(
     except OSError as exc:
         yield Reject(os.path.join(directory), f"cannot list directory: {exc.strerror or exc}")
         return
-    groups: dict[str, list[tuple[str, str, str]]] = {}
+    groups: dict[str, list[tuple[str, str, str, tuple[int, int]]]] = {}
     order: list[tuple[str, str, str]] = []  # (sort name, kind, payload)
     for entry in entries:
         found = _classify(entry, top, ancestors)
@@ -55,7 +55,7 @@ def _walk(
             if cursor is None:  # a slice entering mid-folder: the folder's rejects went to an earlier one
                 yield found
             continue
-        kind, real = found
+        kind, real, identity = found
         if kind == "dir":
             order.append((entry.name, "dir", real))
             continue
@@ -64,7 +64,7 @@ def _walk(
         if key_name not in groups:
             groups[key_name] = []
             order.append((key_name, "key", key_name))
-        groups[key_name].append((normalize_extension(entry.name[dot + 1 :]), real, entry.path))
+        groups[key_name].append((normalize_extension(entry.name[dot + 1 :]), real, entry.path, identity))
     # Subdirectories and keys share one sorted order, so output order never depends on scandir order.
     order.sort(key=lambda item: (item[0], item[1]))
     for name, kind, payload in order:
@@ -83,8 +83,11 @@ def _walk(
             yield _plan(f"{rel}{payload}", payload, groups.pop(payload))
 
 
-def _classify(entry: os.DirEntry[str], top: str, ancestors: frozenset[str]) -> Reject | tuple[str, str]:
-    """("dir", real path) or ("file", real path) for an entry to walk or pack, else the reject saying why."""
+def _classify(
+    entry: os.DirEntry[str], top: str, ancestors: frozenset[str]
+) -> Reject | tuple[str, str, tuple[int, int]]:
+    """("dir" or "file", real path, (st_dev, st_ino)) for an entry to walk or pack, else the reject saying
+    why. The identity is the file's as listed: the loader reads that file or none (a swap is refused)."""
     path = entry.path
     if entry.name.startswith("."):
         what = "hidden directory (skipped with its contents)" if entry.is_dir() else "hidden file"
@@ -97,34 +100,32 @@ def _classify(entry: os.DirEntry[str], top: str, ancestors: frozenset[str]) -> R
         if not _inside(real, top):
             return Reject(path, f"symlink points outside SOURCE, to {real}", "outside")
     try:
-        # scandir already knows the type of plain entries; only links need a stat of their target.
-        if real is path:
-            mode = (
-                stat.S_IFDIR
-                if entry.is_dir(follow_symlinks=False)
-                else (stat.S_IFREG if entry.is_file(follow_symlinks=False) else os.stat(path).st_mode)
-            )
+        # scandir knows a plain folder by its type; a file needs its lstat (a link, its target's stat)
+        # for the identity the loader checks, so a file swapped after this listing is never read.
+        if real is path and entry.is_dir(follow_symlinks=False):
+            mode, identity = stat.S_IFDIR, (0, 0)
         else:
-            mode = os.stat(real).st_mode
+            found = entry.stat(follow_symlinks=False) if real is path else os.stat(real)
+            mode, identity = found.st_mode, (found.st_dev, found.st_ino)
     except OSError as exc:
         return Reject(path, f"cannot stat: {exc.strerror or exc}", "unreadable")
     if stat.S_ISDIR(mode):
         if real in ancestors:
             return Reject(path, "symlink loop: points at one of its own parent directories", "loop")
-        return "dir", real
+        return "dir", real, identity
     if not stat.S_ISREG(mode):
         return Reject(path, "not a regular file", "unreadable")
     dot = entry.name.find(".")
     if dot <= 0 or dot == len(entry.name) - 1:
         return Reject(path, "file has no extension, so it cannot be a sample member", "no-extension")
-    return "file", real
+    return "file", real, identity
 
 
-def _plan(key: str, key_name: str, files: list[tuple[str, str, str]]) -> SamplePlan | Reject:
-    """The sample of one key's files (extension, real path, path shown), or why it cannot be one."""
+def _plan(key: str, key_name: str, files: list[tuple[str, str, str, tuple[int, int]]]) -> SamplePlan | Reject:
+    """The sample of one key's files (extension, real path, path shown, identity), or why it cannot be one."""
     source = os.path.join(os.path.dirname(files[0][2]), key_name)
     seen: dict[str, str] = {}
-    for ext, _real, shown in files:
+    for ext, _real, shown, _ in files:
         if ext in seen:
             clash = f"two files map to member {key}.{ext}: {seen[ext]} and {shown}"
             return Reject(source, clash, "member-clash")
@@ -133,11 +134,11 @@ def _plan(key: str, key_name: str, files: list[tuple[str, str, str]]) -> SampleP
         check_key(key)
     except KeyRuleError as exc:
         return Reject(source, str(exc), "bad-key")
-    for ext, _real, shown in files:
+    for ext, _real, shown, _ in files:
         if not _is_utf8(ext):  # the key is fine, but no tar name can hold this member's
             why = f"{shown!r}: its extension is not valid UTF-8, so no member name can hold it"
             return Reject(source, why, "bad-key")
-    members = tuple(MemberPlan(ext=ext, path=real) for ext, real, _ in files)
+    members = tuple(MemberPlan(ext=ext, path=real, listed=identity) for ext, real, _, identity in files)
     return SamplePlan(key=key, source=source, members=members)
 
 
