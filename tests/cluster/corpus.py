@@ -1,12 +1,15 @@
-"""A manifest corpus for packs in parts: real PNGs, missing files, a bad line, a key in two parts, a FIFO."""
+"""A manifest corpus for packs in parts: real PNGs, missing files, a bad line, a key in two parts, a held URL.
+
+The held URL is an image served over HTTP only when a test releases it: a part stopped at a known record."""
 
 from __future__ import annotations
 
 import hashlib
 import io
 import json
-import os
+import threading
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from PIL import Image
@@ -30,48 +33,63 @@ def png(i: int) -> bytes:
     return out.getvalue()
 
 
-def make_corpus(root: Path, *, fifo_record: int | None = None) -> Corpus:
-    """RECORDS + 1 manifest lines; ``fifo_record``'s image is a named pipe (a read blocks until served)."""
+def make_corpus(root: Path, *, held: HeldImage | None = None) -> Corpus:
+    """RECORDS + 1 manifest lines; ``held.record``'s image is named by ``held.url`` (served when released)."""
     (root / "img").mkdir(parents=True)
     good: list[str] = []
     with open(root / "m.jsonl", "w", encoding="utf-8") as handle:
         for i in range(RECORDS):
             key = DUPLICATE[0] if i in DUPLICATE[1] else f"k{i:04d}"
-            image = root / "img" / f"{i}.png"
-            if i == fifo_record:
-                os.mkfifo(image)
+            image = f"img/{i}.png"
+            if held is not None and i == held.record:
+                image = held.url
             elif i not in MISSING:
-                image.write_bytes(png(i))
+                (root / image).write_bytes(png(i))
             if i not in MISSING:
                 good.append(key)
-            handle.write(json.dumps({"id": key, "image": f"img/{i}.png", "caption": f"c{i}"}) + "\n")
+            handle.write(json.dumps({"id": key, "image": image, "caption": f"c{i}"}) + "\n")
             if i == BAD_LINE_AFTER:
                 handle.write("{not json\n")
     return Corpus(root / "m.jsonl", root, good)
 
 
-class FifoServer:
-    """Holds readers of a FIFO record until ``serve()``: a part is held at a known record, for a test to
-    kill what runs it. Serving puts a plain file with ``png(record)`` in the FIFO's place, and gives the
-    same bytes once to a reader already waiting on the FIFO."""
+class HeldImage:
+    """An HTTP server on 127.0.0.1 holding every request for one record's image until ``serve()``: a part
+    is held at a known record, for a test to kill what runs it or to start a second run of that part.
+    (A FIFO cannot hold a reader: the packer refuses anything but a regular file, unblocked.)"""
 
-    def __init__(self, path: Path, record: int) -> None:
-        self.path, self.data = path, png(record)
-        # Read and write: never blocks, and keeps a writer, so readers wait in read(), not in open().
-        self.fd: int | None = os.open(path, os.O_RDWR)
+    def __init__(self, record: int) -> None:
+        self.record, self.data = record, png(record)
+        self.released = threading.Event()
+        held = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # the name http.server calls
+                held.released.wait()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(held.data)))
+                self.end_headers()
+                self.wfile.write(held.data)
+
+            def log_message(self, *args: object) -> None: ...
+
+        class Server(ThreadingHTTPServer):
+            daemon_threads = True
+
+            def handle_error(self, request: object, client_address: object) -> None:
+                pass  # a killed reader's connection: the answer has nowhere to go
+
+        self.server = Server(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/{record}.png"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def serve(self) -> None:
-        if self.fd is None:
-            return
-        staged = self.path.with_name(self.path.name + ".staged")
-        staged.write_bytes(self.data)
-        os.replace(staged, self.path)
-        os.write(self.fd, self.data)  # for a reader that opened the FIFO before the replace
-        os.close(self.fd)  # the last writer gone: that reader then sees the end
-        self.fd = None
+        self.released.set()
 
     def stop(self) -> None:
         self.serve()
+        self.server.shutdown()
+        self.server.server_close()
 
 
 def digests(outdir: Path) -> dict[str, str]:

@@ -2,20 +2,25 @@
 
 from __future__ import annotations
 
-import fcntl
 import os
 import shutil
+import subprocess
+import sys
+import tarfile
+import time
 
 import pytest
 from typer.testing import CliRunner
 
 from packer import PackOptions, verify_dataset
 from packer.cluster import commit, make_plan, pack_in_parts, run_part
+from packer.cluster.part import part_done
 from packer.cluster.plan import PARTS_DIR_NAME, part_dir
 from shardstream.errors import PackError
 from shardstream.format import BracePattern, DatasetIndex, shard_digits, shard_name, shard_pattern
+from shardstream.format.constants import JOURNAL_NAME
 from shardstream_cli import app
-from tests.cluster.corpus import DUPLICATE, RECORDS, digests, make_corpus, read_keys, rejects
+from tests.cluster.corpus import DUPLICATE, RECORDS, HeldImage, digests, make_corpus, read_keys, rejects
 
 runner = CliRunner()
 OPTIONS = PackOptions(max_count=9)
@@ -135,17 +140,51 @@ def test_resume_continues_and_refuses_other_options(corpus, reference, tmp_path)
     assert digests(tmp_path) == reference[1]
 
 
-def test_a_part_held_by_another_process_is_refused_with_its_pid(corpus, tmp_path):
-    make_plan(corpus.manifest, OPTIONS, ROWS).save(tmp_path)
-    folder = part_dir(tmp_path, 0)
-    folder.mkdir(parents=True)
-    with open(folder / ".lock", "w") as held:
-        held.write("4242\n")
-        held.flush()
-        fcntl.flock(held, fcntl.LOCK_EX)
-        with pytest.raises(PackError, match="process 4242 is packing this part"):
-            run_part(tmp_path, 0)
-    assert run_part(tmp_path, 0).samples > 0
+def test_a_second_run_of_a_part_being_packed_refuses_naming_the_first(tmp_path):
+    # Two real packers of one part, the first held mid-part (a shard published, its next image not served).
+    held = HeldImage(20)  # part 0's second load batch: its first one (records 0..15) makes shard 0
+    corpus = make_corpus(tmp_path / "corpus", held=held)
+    out = tmp_path / "out"
+    make_plan(corpus.manifest, OPTIONS, ROWS).save(out)
+    command = [sys.executable, "-m", "shardstream_cli", "pack", "part", str(out), "--part", "0"]
+    journal = part_dir(out, 0) / JOURNAL_NAME
+    first = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    second = None
+    try:
+        deadline = time.monotonic() + 60
+        while not (journal.exists() and journal.read_text().count("\n") >= 2) and first.poll() is None:
+            assert time.monotonic() < deadline, "the first run never published its first shard"
+            time.sleep(0.05)
+        assert first.poll() is None, first.communicate()
+        second = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            _, err = second.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            pytest.fail("the second run did not refuse: it is packing the part the first one holds")
+        assert second.returncode != 0
+        assert f"process {first.pid} is packing this part right now" in err, err
+        held.serve()
+        assert first.wait(timeout=60) == 0, first.communicate()
+    finally:
+        held.stop()
+        for process in (first, second):
+            if process is not None and process.poll() is None:
+                process.kill()
+                process.wait()
+    done = part_done(out, 0)
+    assert done is not None and done.samples == 39  # records 0..39 less the missing record 7
+
+
+def test_a_key_in_two_parts_is_reported_under_the_final_shard_names(corpus, reference):
+    out, _ = reference
+    holders = []
+    for path in sorted(out.glob("*.tar")):
+        with tarfile.open(path) as shard:
+            if f"{DUPLICATE[0]}.json" in shard.getnames():
+                holders.append(path.name)
+    assert len(holders) == 2  # records 3 and 97: parts 0 and 2, whose own first shards share one name
+    (duplicate,) = [r for r in rejects(out) if r["kind"] == "duplicate-key-across-shards"]
+    assert duplicate["reason"] == f"key is in 2 shards: {', '.join(holders)} (kept in all)"
 
 
 def test_a_source_changed_since_the_plan_is_refused(corpus, tmp_path):

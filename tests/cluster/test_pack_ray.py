@@ -15,10 +15,10 @@ from packer.cluster import pack_in_parts
 from packer.cluster.part import DONE_NAME
 from packer.cluster.plan import PARTS_DIR_NAME, part_dir
 from shardstream.format.constants import JOURNAL_NAME
-from tests.cluster.corpus import FifoServer, digests, make_corpus, read_keys
+from tests.cluster.corpus import HeldImage, digests, make_corpus, read_keys
 
 ROWS = 40
-FIFO_RECORD = 70  # in part 1 (records 40..79): its first 16 (one load batch, 14 samples) make a shard
+HELD_RECORD = 70  # in part 1 (records 40..79): its first 16 (one load batch, 14 samples) make a shard
 
 
 def _options(**more: object) -> PackOptions:
@@ -33,7 +33,7 @@ def _until(condition, what: str, seconds: float = 120) -> None:
 
 
 def _holder(out: Path, number: int) -> int | None:
-    """The pid in a part's lock file, once that part has published a shard (it then waits on the FIFO)."""
+    """The pid in a part's lock file, once that part has published a shard (it then waits on its image)."""
     folder = part_dir(out, number)
     journal = folder / JOURNAL_NAME
     if not journal.exists() or journal.read_text().count("\n") < 2:
@@ -65,8 +65,8 @@ def test_ray_with_one_or_two_parts_at_once_gives_the_local_bytes(ray_address, tm
 
 
 def test_a_worker_killed_mid_part_is_retried_by_ray_with_the_same_bytes(ray_address, tmp_path):
-    corpus = make_corpus(tmp_path / "corpus", fifo_record=FIFO_RECORD)
-    fifo = FifoServer(corpus.root / "img" / f"{FIFO_RECORD}.png", FIFO_RECORD)
+    held = HeldImage(HELD_RECORD)
+    corpus = make_corpus(tmp_path / "corpus", held=held)
     out, failure = tmp_path / "ray", []
 
     def run() -> None:
@@ -78,18 +78,18 @@ def test_a_worker_killed_mid_part_is_retried_by_ray_with_the_same_bytes(ray_addr
     packing = threading.Thread(target=run)
     packing.start()
     try:
-        _until(lambda: _holder(out, 1) is not None, "part 1 waiting on its FIFO record")
+        _until(lambda: _holder(out, 1) is not None, "part 1 waiting on its held image")
         killed = _holder(out, 1)
         os.kill(killed, signal.SIGKILL)  # type: ignore[arg-type]
         retried = lambda: _holder(out, 1) not in (None, killed)  # noqa: E731
         _until(lambda: retried() or not packing.is_alive(), "Ray running part 1 again")
         assert not failure, f"the pack failed instead of Ray running the part again: {failure}"
-        fifo.serve()
+        held.serve()
         packing.join(timeout=120)
         assert not packing.is_alive() and not failure, failure
         pack_in_parts(corpus.manifest, tmp_path / "local", _options(), partition_rows=ROWS)
     finally:
-        fifo.stop()
+        held.stop()
     assert digests(out) == digests(tmp_path / "local")
     assert not (out / PARTS_DIR_NAME).exists()
 
@@ -121,8 +121,8 @@ def _head_of(driver: int) -> int:
 
 
 def test_a_driver_killed_leaves_no_ray_process_and_resume_gives_the_same_bytes(ray_address, tmp_path):
-    corpus = make_corpus(tmp_path / "corpus", fifo_record=FIFO_RECORD)
-    fifo = FifoServer(corpus.root / "img" / f"{FIFO_RECORD}.png", FIFO_RECORD)
+    held = HeldImage(HELD_RECORD)
+    corpus = make_corpus(tmp_path / "corpus", held=held)
     out = tmp_path / "out"
     command = [
         *(sys.executable, "-m", "shardstream_cli", "pack", str(corpus.manifest), str(out)),
@@ -130,7 +130,7 @@ def test_a_driver_killed_leaves_no_ray_process_and_resume_gives_the_same_bytes(r
     ]
     driver = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
-        _until(lambda: _holder(out, 1) is not None or driver.poll() is not None, "part 1 on its FIFO record")
+        _until(lambda: _holder(out, 1) is not None or driver.poll() is not None, "part 1 on its held image")
         assert driver.poll() is None, driver.stderr.read().decode()  # type: ignore[union-attr]
         # The other slot runs parts 0, 2 and 3 meanwhile; wait for their done markers so the
         # resume has finished parts to skip (the kill otherwise races them).
@@ -143,7 +143,7 @@ def test_a_driver_killed_leaves_no_ray_process_and_resume_gives_the_same_bytes(r
         # The head's whole session goes (Ray's agents too), and the worker with its raylet.
         _until(lambda: head not in _sessions().values(), "the Ray head's session ending", 30)
         _until(lambda: not _alive(worker), "the part's Ray worker ending", 30)  # type: ignore[arg-type]
-        fifo.serve()
+        held.serve()
         resumed = pack_in_parts(
             corpus.manifest,
             out,
@@ -155,7 +155,7 @@ def test_a_driver_killed_leaves_no_ray_process_and_resume_gives_the_same_bytes(r
         assert resumed.resumed_from_shard > 0
         pack_in_parts(corpus.manifest, tmp_path / "local", _options(), partition_rows=ROWS)
     finally:
-        fifo.stop()
+        held.stop()
         if driver.poll() is None:
             driver.kill()
     assert digests(out) == digests(tmp_path / "local")
