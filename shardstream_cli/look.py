@@ -1,6 +1,8 @@
 """``shardstream ls`` and ``cat``: look inside samples; ls streams every shard in order, cat seeks one sample.
 
-ls reads every byte it lists (member sizes come from the members read) and needs no index and no torch; cat
+ls reads every byte it lists and needs no index and no torch, but holds no member larger than the read
+window: a large member's bytes are counted as they stream past and dropped (a 1 MiB ``.tar.gz`` may hold a
+1 GiB member), through a ``ReadWindow`` whose large takes hand back the length alone; cat
 finds a key through the index's sorted key file (one block read, then one sample read), and falls back to
 reading the shards in order, much slower, when there is no key file (an index from ``shardstream pack``).
 """
@@ -16,8 +18,10 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from shardstream.errors import ShardstreamError, redact_url
+from shardstream.buffers import read_into
+from shardstream.errors import ShardReadError, ShardstreamError, redact_url
 from shardstream.format.constants import INDEX_NAME
+from shardstream.format.window import ReadWindow
 from shardstream.sizes import format_size
 
 from .common import JsonFlag, echo_json, fail
@@ -67,7 +71,7 @@ def ls_command(source: Source, limit: Limit = None, as_json: JsonFlag = False) -
     shards = shard_list(source)
     shown = 0
     try:
-        for sample, _shard, _within, _position in read_in_order(shards):
+        for sample in sizes_in_order(shards):
             members = member_sizes(sample)
             if as_json:
                 url = redact_url(sample["__url__"])
@@ -168,6 +172,56 @@ def read_in_order(shards: ShardList) -> Iterator[Found]:
             for within, sample in enumerate(samples):
                 yield sample, shard, within, position
                 position += 1
+
+
+def sizes_in_order(shards: ShardList) -> Iterator[dict[str, Any]]:
+    """Every sample in order, its members as bytes up to the read window's size and as ``Skipped``
+    lengths beyond it: what ``ls`` prints, in memory bounded by the window whatever the members hold."""
+    from shardstream.format import iter_samples
+    from shardstream.io.openers import open_stream
+
+    for shard, url in enumerate(shards.urls):
+        with open_stream(url, sha256=shards.sha256(shard)) as stream:
+            yield from iter_samples(stream, url=url, window=SizingWindow(stream, url))
+
+
+class Skipped:
+    """A member's length, its bytes dropped as they streamed past."""
+
+    __slots__ = ("size", "url")
+
+    def __init__(self, size: int, url: str) -> None:
+        self.size, self.url = size, url
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __bytes__(self) -> bytes:  # the reader parses only pax and long-name headers: never this large
+        raise ShardReadError(f"an extended header of {self.size} bytes: too large to list", url=self.url)
+
+
+class SizingWindow(ReadWindow):
+    """A ReadWindow that reads a member larger than its buffer through the buffer, dropping the bytes,
+    and hands back a ``Skipped`` of the length that came (short at the stream's end, so the reader still
+    reports a cut member); smaller members are bytes as usual."""
+
+    __slots__ = ("url",)
+
+    def __init__(self, stream: Any, url: str) -> None:
+        super().__init__(stream)
+        self.url = url
+
+    def take(self, size: int) -> Any:
+        if size <= len(self.buf):
+            return super().take(size)
+        have = self.end - self.pos
+        self.pos = self.end = 0
+        while have < size:
+            count = read_into(self.stream, self.view[: min(len(self.buf), size - have)])
+            if not count:
+                break
+            have += count
+        return Skipped(have, self.url)
 
 
 def member_sizes(sample: dict[str, Any]) -> dict[str, int]:

@@ -292,3 +292,22 @@ def test_verify_decode_opens_an_image_only_as_its_extension_format(tmp_path):
     [failure] = doc["decode_failures"]
     assert (failure["key"], failure["member"]) == ("b", "png") and "not PNG" in failure["reason"], failure
     assert doc["decoded"] == {"gif": 1, "png": 1}
+
+
+def test_ls_still_reports_a_large_member_cut_short(tmp_path):
+    """Dropping a large member's bytes keeps the reader's check that they all came."""
+    from typer.testing import CliRunner
+
+    from shardstream_cli import app
+
+    shard = tmp_path / "cut.tar"
+    with tarfile.open(shard, "w") as tar:
+        for name, size in (("a.txt", 5), ("b.bin", 3 << 20)):
+            info = tarfile.TarInfo(name)
+            info.size = size
+            tar.addfile(info, io.BytesIO(bytes(size)))
+    whole = CliRunner().invoke(app, ["ls", str(shard), "--json"])
+    assert whole.exit_code == 0 and json.loads(whole.stdout.splitlines()[1])["members"] == {"bin": 3 << 20}
+    shard.write_bytes(shard.read_bytes()[: 2 << 20])
+    cut = CliRunner().invoke(app, ["ls", str(shard), "--json"])
+    assert cut.exit_code == 1 and "truncated tar" in cut.output and "b.bin" in cut.output, cut.output
