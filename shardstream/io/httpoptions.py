@@ -71,8 +71,9 @@ class HttpOptions:
     ``headers`` (e.g. a token; ``$SHARDSTREAM_HTTP_HEADERS``, a JSON object, adds to and overrides them),
     ``origins`` (the ``scheme://host[:port]`` origins that get ``headers``, compared by scheme, host and
     port; None: a dataset binds them to its source's own origins, the index URL or the URLs its patterns
-    name, so a host an index row names gets no header unless listed here; used on its own, the URL asked
-    for; a redirect to another origin always drops them, as a pattern with braces in the host does),
+    name, so a host a remote index's rows name gets no header unless listed here; a source on local disk
+    binds none, its rows being the user's own; used on its own (``HttpStream``), the URL asked for; a
+    redirect to another origin always drops them; a host holding braces has no origin, so list it),
     ``ca_bundle`` (a PEM file of trusted CAs; None: the defaults), ``verify`` (False: no certificate is
     checked), ``max_redirects`` (redirects followed per request), ``max_metadata_size`` (bytes an index,
     offsets sidecar or key file download may hold, after gzip decoding, default 256 MiB; text such as
@@ -109,12 +110,17 @@ class HttpOptions:
 
     def bound_to(self, sources: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -> HttpOptions:
         """These options for a dataset over ``sources`` (its index, or the patterns it names): headers go to
-        the sources' own origins only, unless ``origins`` was given (then it stands)."""
+        the sources' own origins only, unless ``origins`` was given (then it stands). Sources on local disk
+        only (an index the user keeps, naming remote shards) bind nothing: the user's own file is trusted."""
         if self.origins is not None:
             return self
         items = [sources] if isinstance(sources, (str, os.PathLike)) else sources
         named = items if isinstance(items, Iterable) else ()  # not a source: its dataset says so
-        found = (origin(os.fspath(i)) for i in named if isinstance(i, (str, os.PathLike)))
+        urls = [os.fspath(i) for i in named if isinstance(i, (str, os.PathLike))]
+        remote = [url for url in urls if url.lower().startswith(("http://", "https://"))]
+        if not remote:
+            return self
+        found = (origin(url) for url in remote)
         return replace(self, origins=tuple(dict.fromkeys(o for o in found if o is not None)))
 
     def headers_for(self, url: str) -> dict[str, str]:

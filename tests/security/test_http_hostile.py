@@ -171,6 +171,14 @@ def test_origins_are_checked_and_compared_by_scheme_host_and_port():
         assert "X-Token" not in options.headers_for(elsewhere)
     with pytest.raises(ValueError, match="origins"):
         HttpOptions(origins=("example.com",))
+    # A dataset binds to its source's origins; an index on local disk (the user's own) binds nothing.
+    unbound = HttpOptions(headers={"X-Token": "t"})
+    assert unbound.bound_to("http://A.example/d/index.json").origins == ("http://a.example:80",)
+    assert unbound.bound_to(["/data/index.json", "https://b.example/{0..3}.tar"]).origins == (
+        "https://b.example:443",
+    )
+    assert unbound.bound_to("/data/shardstream-index.json").origins is None
+    assert options.bound_to("http://other.example/i.json") is options  # origins given: they stand
 
 
 # -- 11. metadata downloads: capped in size and time, gzip decoded ------------------------------------------
