@@ -72,17 +72,20 @@ def saved_plan(value: Any, key: str, shards: ShardList) -> Plan:
     return plan
 
 
-def check_chain_state(chain: Node, node: Mapping[str, Any], shards: ShardList, *, resampled: bool) -> None:
+def check_chain_state(
+    chain: Node, node: Mapping[str, Any], shards: ShardList, *, resampled: bool = False
+) -> None:
     """A saved chain's state, as ``chain`` (built for its place and epoch) would have saved it: each node's
-    keys (its own check), the ids it names, and a shuffle buffer holding only what the reader had read."""
+    keys (its own check), the ids it names, and a shuffle buffer holding only what the reader had read
+    (``resampled``: draws repeat ids by design, so only their range is checked)."""
     check_saved_chain(chain, node)
-    reader = chain
-    while not isinstance(reader, SampleReader):
-        reader = reader.source  # type: ignore[assignment]
-    position = saved_state_of(SampleReader, node) or {"segment": 0, "done": 0}
+    reader: Node | None = chain
+    while reader is not None and not isinstance(reader, SampleReader):
+        reader = reader.source
     buffer = saved_state_of(ShuffleBuffer, node)
-    if buffer is not None:
+    if buffer is not None and isinstance(reader, SampleReader):
         check_ids(buffer["buffer"], shards, "buffer")
+        position = saved_state_of(SampleReader, node) or {"segment": 0, "done": 0}
         if not resampled:
             check_buffered(buffer["buffer"], reader.segments, position["segment"], position["done"])
     last = (saved_state_of(StandIns, node) or {}).get("last")
@@ -124,6 +127,6 @@ def check_buffered(ids: Sequence[Sequence[int]], segments: Segments, segment: in
         if n > read[sample]:
             how = "which its reader had not read" if not read[sample] else f"{n} times, read {read[sample]}"
             raise ValueError(
-                f"the saved ShuffleBuffer state's buffer holds sample {sample} {how}: a restore would hand it out "
-                "again; the state is damaged"
+                f"the saved ShuffleBuffer state's buffer holds sample {sample} {how}: a restore would hand "
+                "it out again; the state is damaged"
             )

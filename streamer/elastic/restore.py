@@ -116,16 +116,22 @@ def rank_states(state: Any, i: int) -> tuple[bool, list[Mapping[str, Any]]]:
 
 
 def check_identity(state: Mapping[str, Any], identity: Mapping[str, Any]) -> None:
+    """ValueError unless ``state`` holds every ``IDENTITY`` key, each equal to ``identity``'s."""
+    check_identity_keys(state)
+    for key in IDENTITY:
+        if state[key] != identity[key]:
+            what = "another dataset" if key == "dataset" else f"{key}={state[key]!r}, not {identity[key]!r}"
+            raise ValueError(f"the state was saved from {what}; the epoch's order depends on it")
+
+
+def check_identity_keys(state: Mapping[str, Any]) -> None:
+    """ValueError unless ``state`` holds every ``IDENTITY`` key (a changed mixture may differ in some)."""
     missing = [key for key in IDENTITY if key not in state]
     if missing:
         raise ValueError(
             f"a state lacks {missing}: it was saved by a shardstream without elastic restore, or is not "
             "a state of this kind of dataset; what a state continues depends on them, so save it again"
         )
-    for key in IDENTITY:
-        if state[key] != identity[key]:
-            what = "another dataset" if key == "dataset" else f"{key}={state[key]!r}, not {identity[key]!r}"
-            raise ValueError(f"the state was saved from {what}; the epoch's order depends on it")
 
 
 def one_epoch(workers: Sequence[Mapping[str, Any]]) -> int:

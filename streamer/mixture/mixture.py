@@ -25,6 +25,7 @@ from ..chain.recovery import Recovery
 from ..chain.standins import StandIns
 from ..datasets.base import StreamBase
 from ..datasets.options import Errors, Placement, Reading, default_prefetch
+from ..datasets.saved import check_chain_state
 from .config import load_mixture
 from .elastic import PlanStream
 from .fetch import SourceReads
@@ -240,7 +241,17 @@ class Mixture(StreamBase):
             return
         world = self.placement.resolve()[1]
         loaded = restore_point(self.shape, state, world=world, ended_epoch=self._ended_epoch)  # checks it
-        self._pending, self._origins, self._ended_epoch = loaded.pending, loaded.origins, loaded.ended_epoch
+        before = self._origins
+        self._origins = loaded.origins  # where the saved chain's runs start
+        try:  # the chain its place and epoch build checks the state of the saved one (each node its own keys)
+            if loaded.pending and loaded.pending.get("node") and loaded.pending["node"] != FINISHED:
+                place: Place = tuple(int(v) for v in loaded.pending["place"])  # type: ignore[assignment]
+                epoch, node, restored = resume_point(self.shape, loaded.pending, place, self.epoch)
+                check_chain_state(self._build(place, epoch, restored, reads=False), node, self.shards)
+        except ValueError:
+            self._origins = before
+            raise
+        self._pending, self._ended_epoch = loaded.pending, loaded.ended_epoch
 
     # -- iteration -------------------------------------------------------------------------------------
     def _start(self, pending: dict[str, Any] | None, place: Place) -> tuple[int, Any] | None:
@@ -250,19 +261,26 @@ class Mixture(StreamBase):
         return epoch, node_state
 
     def _assemble(self, place: Place, epoch: int) -> Node:
+        return self._build(place, epoch, self._restored, reads=True)
+
+    def _build(self, place: Place, epoch: int, restored: Restored | None, *, reads: bool) -> Node:
         """reader (each source's windows) -> fetch (ids read as they leave) -> decode -> stand-ins, without
-        the nodes these options do not need."""
+        the nodes these options do not need. ``restored``: an elastic restore's deal; ``reads`` False: no
+        fetch stage (its state is its source's) and no sidecar opened, for checking a saved state."""
         plan = self.plan(place[1], place[3])
         # An elastic restore deals each source spans of its pass stream: their budgets, not the plan's.
-        budgets = self._restored[0] if self._restored is not None else plan.budgets(place[2])
+        budgets = restored[0] if restored is not None else plan.budgets(place[2])
         openers = [source_opener(self.shards, self.reading, s) for s in self.sources]
         bases = self.bases
         recovery = Recovery(
             self.error_handling, counters=self._shared, counted=True, locate=SampleOffsets(openers, bases)
         )
-        runs = [self._run(j, start, plan, place) for j, start in enumerate(self.starts(epoch, plan))]
+        runs = [
+            self._run(j, start, plan, place, restored) for j, start in enumerate(self.starts(epoch, plan))
+        ]
         sizes = [self.window(budget, sum(budgets)) for budget in budgets]
-        windows = worker_windows(self.names, openers, runs, sizes, recovery, self.reading.defer_reads)
+        defer = self.reading.defer_reads if reads else False
+        windows = worker_windows(self.names, openers, runs, sizes, recovery, defer)
         reader = MixtureReader(windows, budgets, bases, max_open=self.max_open, stratify=self.stratify)
         node: Node = reader
         if any(w.deferred is not None for w in windows):
@@ -274,13 +292,13 @@ class Mixture(StreamBase):
         return node
 
     def _run(
-        self, j: int, start: int, plan: MixturePlan, place: Place
+        self, j: int, start: int, plan: MixturePlan, place: Place, restored: Restored | None
     ) -> tuple[PassStream | PlanStream, int, int]:
         """Source ``j``'s stream for this worker and its run of it: the plan's range of the pass stream
         from ``start``, or an elastic restore's spans."""
         stream: PassStream | PlanStream = self.pass_stream(j)
-        if self._restored is not None:
-            stream = PlanStream(stream, self._restored[1][j].spans)
+        if restored is not None:
+            stream = PlanStream(stream, restored[1][j].spans)
             return stream, 0, stream.size
         begin, end = plan.worker_range(j, place[0], place[2])
         return stream, start + begin, start + end

@@ -14,7 +14,7 @@ from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from ..chain.node import Item, Node
+from ..chain.node import Item, Node, is_int, state_keys_of
 from .plan import Interleave
 from .source import source_of
 from .stratify import Stratified
@@ -56,6 +56,27 @@ class MixtureReader(Node):
                 self.budgets, self.stratify, counts, state.get("batch_start") if state else None
             )
         return Interleave(self.budgets, counts)
+
+    def check_state(self, state: Any) -> None:
+        """``counts`` (and, stratified, ``batch_start``): one int per source, within its budget and
+        consistent with the order; ValueError naming the key."""
+        state_keys_of(self, state, self.state_keys)
+        keys = (
+            ("counts", "batch_start") if self.stratify is not None and "batch_start" in state else ("counts",)
+        )
+        for key in keys:
+            value = state[key]
+            if not (isinstance(value, (list, tuple)) and len(value) == len(self.budgets)):
+                raise ValueError(
+                    f"the saved MixtureReader state has {key}={value!r:.60}; one count per source"
+                    f" ({len(self.budgets)}), no more"
+                )
+            if not all(is_int(c) for c in value):
+                raise ValueError(f"the saved MixtureReader state has {key}={value!r:.60}; counts are ints")
+        try:
+            self._make_order(state)  # the order's own check: each count within its budget
+        except ValueError as exc:
+            raise ValueError(f"the saved MixtureReader state does not fit this plan: {exc}") from None
 
     def _current_state(self) -> dict[str, Any]:
         state = self._order.state()

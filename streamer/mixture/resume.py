@@ -26,8 +26,11 @@ from typing import Any
 
 from torch.utils.data import get_worker_info
 
+from ..chain.node import is_int
 from ..datasets.base import Place, check_place
+from ..datasets.saved import saved_fields
 from ..elastic.deal import Plan
+from ..elastic.restore import check_identity, check_identity_keys
 from .elastic import deal_sources
 from .shape import MixtureShape
 
@@ -54,6 +57,7 @@ def restore_point(
     ``ended_epoch``: what an earlier load found over (a worker's copy of the mixture carries it)."""
     if "_snapshot" in state or "dataset_state" in state:  # a StatefulDataLoader's
         states, finished = _loader_states(state)
+        states = [saved_mixture(shape, s) for s in states]
         if not states:
             raise ValueError("the loader state holds no dataset state (was it saved before the first batch?)")
         # The loader hands each worker its own state; the parent keeps none. Workers get the mixture
@@ -61,9 +65,56 @@ def restore_point(
         ended = int(states[0]["epoch"]) if finished else None
         origins, _ = _origins(shape, states[0], world=world, ended=finished, ended_epoch=ended)
         return Loaded(pending=None, origins=origins, ended_epoch=ended)
+    state = saved_mixture(shape, state)
     origins, over = _origins(shape, state, world=world, ended=False, ended_epoch=ended_epoch)
     pending = {**state, "node": FINISHED} if over else dict(state)
     return Loaded(pending=pending, origins=origins, ended_epoch=ended_epoch)
+
+
+def saved_mixture(shape: MixtureShape, state: Any) -> dict[str, Any]:
+    """``state`` as a dict whose keys have the types and ranges a Mixture saves, with every identity key;
+    ValueError naming the key. What the chain's nodes hold is theirs to check (see ``Mixture``'s load)."""
+    state = saved_fields(state, "Mixture")
+    if "sources" not in state:
+        raise ValueError("not a Mixture state: it has no 'sources' (was it saved by a ShardDataset?)")
+    check_identity_keys(state)
+    sources = state["sources"]
+    if not isinstance(sources, Mapping) or not all(
+        isinstance(v, (list, tuple)) and len(v) == 2 and all(is_int(x) and x >= 0 for x in v)
+        for v in sources.values()
+    ):
+        raise ValueError(
+            f"the state has sources={sources!r:.80}; it must map names to [start, moved], ints >= 0"
+        )
+    left = state.get("left")
+    if left is not None and not (is_int(left) and left >= 0):
+        raise ValueError(f"the state has left={left!r:.60}; it must be an int >= 0")
+    if state.get("plan"):
+        _plan_of(state["plan"], shape)
+    if state.get("elastic"):
+        elastic = state["elastic"]
+        if not isinstance(elastic, Mapping) or sorted(elastic) != sorted(shape.names):
+            raise ValueError(
+                f"the state has elastic={elastic!r:.80}; it must map every source to its leftover"
+            )
+        for name, value in elastic.items():
+            _plan({"ids": [], "spans": []} if value is None else value, f"elastic[{name!r}]")
+    return state
+
+
+def _plan_of(value: Any, shape: MixtureShape) -> tuple[list[int], list[Plan]]:
+    """A restored place's deal, ``{"budgets", "spans"}``: one budget and one list of spans per source."""
+    n = len(shape.names)
+    budgets = value.get("budgets") if isinstance(value, Mapping) else None
+    spans = value.get("spans") if isinstance(value, Mapping) else None
+    if not (
+        isinstance(budgets, (list, tuple))
+        and isinstance(spans, (list, tuple))
+        and len(budgets) == len(spans) == n
+        and all(is_int(b) and b >= 0 for b in budgets)
+    ):
+        raise ValueError(f"the state has plan={value!r:.80}; it must hold {n} budgets and {n} lists of spans")
+    return [int(b) for b in budgets], [_plan({"ids": [], "spans": s}, "plan spans") for s in spans]
 
 
 def _loader_states(state: Mapping[str, Any]) -> tuple[list[Mapping[str, Any]], bool]:
@@ -94,6 +145,7 @@ def _origins(
     starts = {str(name): (int(value[0]), int(value[1])) for name, value in saved.items()}
     after = {name: (epoch + 1, start + moved) for name, (start, moved) in starts.items()}
     if state.get("plan") or state.get("elastic"):  # an elastic restore's epoch: its own runs, then on
+        check_identity(state, identity)  # its deal is of this mixture's streams, as the restore checked
         if sorted(starts) != sorted(shape.names):
             raise ValueError(f"the state was saved from sources {sorted(starts)}, not {sorted(shape.names)}")
         return after, False
@@ -104,6 +156,8 @@ def _origins(
     per_epoch = dict(zip(shape.names, shape.plan(world, workers).per_epoch(), strict=True))
     at_start = {name: (epoch, start) for name, (start, _) in starts.items()}
     if {name: moved for name, (_, moved) in starts.items()} == per_epoch:
+        if state.get("node") and state.get("left") != 0:  # the saved chain goes on: the same mixture only
+            check_identity(state, identity)
         return at_start, False
     node, left = state.get("node"), state.get("left")
     if ended or (node and left == 0):  # the saved epoch is over: every source goes on from its end
@@ -143,10 +197,7 @@ def resume_point(
         return epoch, None, (budgets, plans, dict(pending["sources"]))
     restored = None
     if pending.get("plan"):  # this place's own state from a restored epoch
-        budgets = [int(b) for b in pending["plan"]["budgets"]]
-        plans = [_plan({"ids": [], "spans": spans}) for spans in pending["plan"]["spans"]]
-        if len(budgets) != len(shape.names) or len(plans) != len(budgets):
-            raise ValueError(f"the state's plan has {len(budgets)} budgets for {len(shape.names)} sources")
+        budgets, plans = _plan_of(pending["plan"], shape)
         restored = (budgets, plans, dict(pending["sources"]))
     if node is None or node == FINISHED:
         return epoch, node, restored
@@ -154,5 +205,10 @@ def resume_point(
     return epoch, node, restored
 
 
-def _plan(value: Plan | Mapping[str, Any]) -> Plan:
-    return value if isinstance(value, Plan) else Plan.from_state(value)  # type: ignore[arg-type]
+def _plan(value: Plan | Mapping[str, Any], key: str = "plan") -> Plan:
+    if isinstance(value, Plan):
+        return value
+    try:
+        return Plan.from_state(value)  # type: ignore[arg-type]
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise ValueError(f"the state's {key} is not a plan: {exc!r:.200}") from None
