@@ -62,7 +62,7 @@ def _gz_gz_bomb() -> bytes:
     return gzip.compress(_zeros_gz(GIB), 9)
 
 
-def _decode_in_child(tmp_path: Path, mode: str, member: str, data: bytes, env: dict | None = None, **opts):
+def _decode_in_child(tmp_path: Path, mode: str, member: str, data: bytes, **opts):
     """Decode one sample in a fresh interpreter: (the DecodeError's text or "decoded", MiB grown past the
     imports). A child, so that its peak memory is its own."""
     (tmp_path / "member").write_bytes(data)
@@ -86,7 +86,6 @@ print(json.dumps({{"said": said, "grown_mb": grown}}))
         capture_output=True,
         text=True,
         timeout=50,
-        env=env,
         cwd=Path(__file__).parents[2],
     )
     assert done.returncode == 0, done.stderr[-2000:]
@@ -97,20 +96,45 @@ print(json.dumps({{"said": said, "grown_mb": grown}}))
 # -- item 12: an image opens only as its extension's format ------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("member", "mode"), [("png", "pil"), ("png", "torch"), ("jpg", "pil"), ("jpg", "torch")]
-)
-def test_eps_named_as_an_image_never_reaches_ghostscript(tmp_path, member, mode):
-    """Pillow's EPS plugin runs ``gs`` on the bytes; a fake ``gs`` first on PATH leaves a mark if it runs."""
+_EPS_CHILD = """
+import json, sys
+from shardstream.errors import DecodeError
+from streamer.decode.sample import SampleDecoder
+data = open(sys.argv[1], "rb").read()
+said = {}
+for mode in ("pil", "numpy", "torch"):
+    for member in ("png", "jpg"):
+        try:
+            SampleDecoder(image=mode)({"__key__": "x", "__url__": "shard-000.tar", member: data})
+            said[f"{member}-{mode}"] = "decoded"
+        except DecodeError as exc:
+            said[f"{member}-{mode}"] = str(exc)
+print(json.dumps(said))
+"""
+
+
+def test_eps_named_as_an_image_never_reaches_ghostscript(tmp_path):
+    """Pillow's EPS plugin runs ``gs`` on the bytes; a fake ``gs`` first on PATH leaves a mark if it runs.
+    In a child, every image mode: Pillow looks for ``gs`` once per process."""
     bin_dir, mark = tmp_path / "bin", tmp_path / "gs-ran"
     bin_dir.mkdir()
     (bin_dir / "gs").write_text(f'#!/bin/sh\necho "$@" >> {mark}\nexit 1\n')
     (bin_dir / "gs").chmod(0o755)
-    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
-    said, _ = _decode_in_child(tmp_path, mode, member, EPS, env=env)
+    (tmp_path / "x.eps").write_bytes(EPS)
+    done = subprocess.run(
+        [sys.executable, "-c", _EPS_CHILD, str(tmp_path / "x.eps")],
+        capture_output=True,
+        text=True,
+        timeout=50,
+        env={**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"},
+        cwd=Path(__file__).parents[2],
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
     assert not mark.exists(), f"Ghostscript ran: {mark.read_text()!r}"
-    expected = {"png": "PNG", "jpg": "JPEG"}[member]
-    assert f"not {expected}" in said and "x." + member in said, said
+    for case, said in json.loads(done.stdout).items():
+        member = case.split("-")[0]
+        expected = {"png": "PNG", "jpg": "JPEG"}[member]
+        assert f"not {expected}" in said and f"x.{member}" in said, (case, said)
 
 
 @pytest.mark.parametrize("mode", ["pil", "numpy", "torch"])
