@@ -3,4 +3,5 @@
 - ``sample.py``: ``SampleDecoder`` and ``DecodeOptions``: which members, to what, with which options.
 - ``registry.py``: the decoder registry (extension -> function of bytes): images, audio, video, text, arrays.
 - ``image.py``: image decoding with Pillow (draft mode, EXIF orientation) or libjpeg-turbo via torchcodec.
+- ``gunzip.py``: ``.gz`` members inflated to at most a cap (``gunzip_max_bytes``).
 """
