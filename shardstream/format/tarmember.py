@@ -15,20 +15,40 @@ PAX_SIZE_DIGITS = 20  # 2**64 has 20 decimal digits: no file holds a member larg
 
 
 def number(field: bytes, url: str, offset: int) -> int:
-    """A header's number field: octal text or GNU base-256; damage is a ShardReadError at ``offset``.
+    """A header's number field: octal text or GNU base-256; damage is a ShardReadError at ``offset``."""
+    value = gnu_number(field)
+    if value is not None:
+        return value
+    if field[:1] == b"\xff":
+        raise ShardReadError("corrupt tar header (a negative base-256 size)", url=url, offset=offset)
+    text = (field[1:] if field[:1] == b"\0" else field).split(b"\0", 1)[0].strip(_SPACE)
+    raise ShardReadError(f"corrupt tar header (bad number {text!r})", url=url, offset=offset)
 
-    Octal digits only, between leading spaces and a NUL or space, as GNU tar (and the C fast path) read
-    them: Python's ``int`` would also take a sign and ``_``, and a size of -512 walked back onto its own
-    header forever."""
+
+def gnu_number(field: bytes) -> int | None:
+    """A number field as GNU tar's from_header reads it, or None where GNU tar refuses it.
+
+    One leading NUL skipped (a previous field's overflow, GNU tar says), then leading white space, octal
+    digits, and a NUL or white space (what follows it is not read), or GNU base-256. Python's ``int``
+    would also take a sign and ``_``, and a size of -512 walked back onto its own header forever; reading
+    a leading NUL as the end gave size 0, and the member's data was read as headers (a tar inside it)."""
     if field[:1] == b"\x80":  # GNU base-256 for sizes past 8 GiB
         return int.from_bytes(field[1:], "big")
-    if field[:1] == b"\xff":  # GNU base-256, negative: no member has a negative size
-        raise ShardReadError("corrupt tar header (a negative base-256 size)", url=url, offset=offset)
-    # Leading spaces, octal digits, then a NUL or space ends it (what follows is not read, as GNU tar).
-    text = field.split(b"\0", 1)[0].lstrip(b" ").split(b" ", 1)[0]
-    if text.translate(None, OCTAL_DIGITS):  # anything but octal digits: a sign, '_', an 8, ...
-        raise ShardReadError(f"corrupt tar header (bad number {text!r})", url=url, offset=offset)
-    return int(text, 8) if text else 0
+    if field[:1] == b"\xff":  # GNU base-256, negative: no size, checksum or mtime here is negative
+        return None
+    text = field[1:] if field[:1] == b"\0" else field
+    digits = text.lstrip(_SPACE)
+    if not digits:  # GNU tar: "blanks in header where numeric value expected"
+        return None
+    rest = digits.lstrip(OCTAL_DIGITS)
+    if rest[:1] and rest[:1] not in _ENDS:  # a sign, '_', an 8, ...
+        return None
+    digits = digits[: len(digits) - len(rest)]
+    return int(digits, 8) if digits else 0
+
+
+_SPACE = b" \t\n\v\f\r"  # C's isspace, which GNU tar uses
+_ENDS = [b"\0", *(bytes([c]) for c in _SPACE)]
 
 
 def pax_size(value: str, url: str, offset: int) -> int:
@@ -62,12 +82,20 @@ ZERO_BLOCK = bytes(BLOCK)  # two of them end an archive
 
 
 def header_name(header: bytes) -> str:
-    """The member name in a ustar header: the name field, after the prefix field when there is one."""
+    """The member name in a ustar header: the name field, after the prefix field when there is one.
+
+    Only a POSIX header (magic "ustar\\0") has a prefix; in a GNU one (magic "ustar  ") those bytes hold
+    access and change times, which GNU tar never reads as part of the name (Python's tarfile does)."""
     name = header[0:100].split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
-    if header[345] and header[257:262] == b"ustar":
+    if header[345] and header[257:263] == b"ustar\0":
         prefix = header[345:500].split(b"\0", 1)[0]
         name = prefix.decode("utf-8", "surrogateescape") + "/" + name
     return name
+
+
+def long_name(data: bytes) -> str:
+    """A GNU long name ('L') member's name: its data up to the first NUL, as GNU tar reads it."""
+    return data.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
 
 
 REGULAR = frozenset(b"0\x007")
@@ -75,11 +103,7 @@ PAX, GLOBAL_PAX, LONGNAME = ord("x"), ord("g"), ord("L")
 
 
 def checksum_matches(header: bytes) -> bool:
-    """The exact checksum check, for any spelling of the field ("%07o\0", " %05o\0 ", ...): off the hot
-    path."""
-    field = header[148:156]
-    try:
-        stored = int(field.split(b"\0", 1)[0], 8)
-    except ValueError:
-        return False
-    return stored == sum(header) - sum(field) + 256
+    """The exact checksum check, for any spelling of the field GNU tar reads ("%07o\\0", " %05o\\0 ", ...):
+    off the hot path."""
+    stored = gnu_number(header[148:156])
+    return stored is not None and stored == sum(header) - sum(header[148:156]) + 256

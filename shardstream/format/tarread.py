@@ -26,6 +26,7 @@ from .tarmember import (
     pax_records,
     pax_size,
 )
+from .tarmember import long_name as read_long_name
 from .window import MappedWindow, ReadWindow, SpanWindow
 
 try:  # a member's headers in one C call (_tarscan.c): plain, or pax + plain as webdataset's writer leaves
@@ -104,8 +105,13 @@ def iter_samples(
                 # count as damage. Equal mod 65521 is equal when both sums are below 65521: 256 or more
                 # zero bytes (any short-named ustar header) bound the byte sum to 256 * 255; other headers
                 # are summed exactly.
+                # Only that spelling: int() would also read a sign, '_' or spaces, and the last two bytes are
+                # not in the value, so another spelling's byte sum can make up for a wrong checksum.
+                field = header[148:156]
                 try:
-                    expected = int(header[148:154], 8)
+                    if field[6:] != b"\0 " or not field[:6].isdigit():
+                        raise ValueError(field)
+                    expected = int(field[:6], 8)  # an 8 or a 9 raises
                     fast = expected - 256 + 320 + _DIGIT_SUM[expected >> 9] + _DIGIT_SUM[expected & 511]
                 except (ValueError, IndexError):
                     fast = -1
@@ -121,8 +127,12 @@ def iter_samples(
                     size = pax_size(pax["size"], url, pax_at)
                 else:
                     field = header[124:135]  # the common "%011o\0" form, without a split list
-                    try:  # isdigit: int() would also take a sign, '_' or spaces, which are damage
-                        size = int(field, 8) if field.isdigit() else number(header[124:136], url, offset)
+                    try:  # isdigit: int() would also take a sign, '_' or spaces; a 12th digit counts too
+                        size = (
+                            int(field, 8)
+                            if not header[135] and field.isdigit()
+                            else number(header[124:136], url, offset)
+                        )
                     except ValueError:  # an 8 or a 9
                         size = number(header[124:136], url, offset)
                 padded_size = size + (-size % BLOCK)
@@ -157,7 +167,7 @@ def iter_samples(
                                 f"corrupt pax header ({exc})", url=url, offset=offset - BLOCK - padded_size
                             ) from exc
                     elif typeflag == LONGNAME:
-                        long_name = data.rstrip(b"\0").decode("utf-8", "surrogateescape")
+                        long_name = read_long_name(data)
                     elif typeflag != GLOBAL_PAX:  # directories, links: not sample members
                         first_header, long_name, pax = None, None, {}
                     continue
