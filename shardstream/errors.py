@@ -8,7 +8,8 @@
     │       └── MediaError       a media file that does not decode (or re-encode)
     └── StreamError              reading one sample failed; carries the URL, member and byte offset
         ├── ShardReadError       the shard's bytes could not be read (I/O, damage, HTTP)
-        │   └── ShardNotFoundError  the shard (or a sidecar) does not exist: 404, 410, no such file
+        │   ├── ShardNotFoundError  the shard (or a sidecar) does not exist: 404, 410, no such file
+        │   └── StaleSidecarError   the shard changed after it was indexed: its sidecar no longer fits
         ├── DecodeError          a member's bytes were read but do not decode
         └── MissingMemberError   a member asked for (``fields=``) is not in the sample; also a KeyError
 
@@ -33,6 +34,7 @@ __all__ = [
     "ShardNotFoundError",
     "ShardReadError",
     "ShardstreamError",
+    "StaleSidecarError",
     "StreamError",
     "redact_url",
     "short_reason",
@@ -161,6 +163,11 @@ class ShardReadError(StreamError):
 
 class ShardNotFoundError(ShardReadError):
     """The object is not there (HTTP 404/410, no such file): retrying will not help."""
+
+
+class StaleSidecarError(ShardReadError):
+    """The shard no longer matches its offsets sidecar (or its index): none of the sidecar's offsets into
+    it can be trusted, so the rest of the shard is lost, not read from the next offset."""
 
 
 class DecodeError(StreamError):

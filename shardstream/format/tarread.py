@@ -12,8 +12,9 @@ from collections.abc import Iterator, Sequence
 from typing import Any, BinaryIO
 from zlib import adler32
 
-from ..errors import ShardReadError, redact_url
+from ..errors import ShardReadError, StaleSidecarError, redact_url
 from .constants import BLOCK
+from .keys import split_member_name
 from .tarmember import (
     GLOBAL_PAX,
     LONGNAME,
@@ -148,6 +149,16 @@ def iter_samples(
                         window.pos += got - size
                     pos, end = window.pos, window.end
                     if got < padded_size:
+                        # The sample before a cut member is whole when the cut one starts another key.
+                        regular = header[156] in REGULAR and not pax and long_name is None
+                        if (
+                            sample is not None
+                            and regular
+                            and i >= last
+                            and split_member_name(header_name(header))[0] != key
+                        ):
+                            yield sample
+                            sample = None
                         raise ShardReadError(
                             f"truncated tar: member needs {padded_size} bytes with padding, {got} remain",
                             url=url,
@@ -187,15 +198,23 @@ def iter_samples(
                     name_key, ext = name, ""
             if sample is None or name_key != key:
                 if sample is not None:
+                    if i < last:  # the sidecar says this sample goes on: its span holds a second key
+                        raise stale_sidecar(f"another key ({name_key!r}) inside sample {key!r}", ends[i], url)
                     if spans is not None:
                         spans.append((sample_start, first_header))
                     yield sample
+                elif i and name_key == key:  # the sidecar ended a sample whose members go on
+                    raise stale_sidecar(f"sample {key!r} going on past its end", ends[i - 1], url)
                 key = name_key
                 sample = {"__key__": key, "__url__": redact_url(url)}  # the opened URL keeps its credentials
                 sample_start = first_header
             sample[ext] = data
             first_header = None
             if i < last and offset >= ends[i]:
+                if offset > ends[i]:  # a member runs over the end the sidecar gives
+                    raise stale_sidecar(f"sample {key!r} runs on to byte {offset}", ends[i], url)
+                if pos + BLOCK <= end and names_key(buf, pos, key):  # the next header, when already here
+                    raise stale_sidecar(f"sample {key!r} going on past its end", ends[i], url)
                 if spans is not None:
                     spans.append((sample_start, offset))
                 yield sample
@@ -207,6 +226,25 @@ def iter_samples(
             yield sample
     finally:
         window.release()  # the buffer goes on to the next shard's window, whether this one ended or not
+
+
+def names_key(buf: Any, pos: int, key: str) -> bool:
+    """Whether the plain header at ``buf[pos]`` names a member of ``key`` (a sample split by its sidecar).
+    One compare of the name field's first bytes; a ustar prefix, pax or long name is not looked into."""
+    name = key.encode("utf-8", "surrogateescape")
+    if len(name) >= 100 or buf[pos + 345]:
+        return False
+    return buf[pos : pos + len(name) + 1] in (name + b".", name + b"\0")
+
+
+def stale_sidecar(found: str, end: int, url: str) -> StaleSidecarError:
+    """The error for a sample whose bytes do not end where the offsets sidecar says (at byte ``end``)."""
+    return StaleSidecarError(
+        f"the offsets sidecar ends a sample at byte {end}, but the shard has {found}: the shard changed "
+        "after its sidecar was written; run `shardstream index` again",
+        url=url,
+        offset=end,
+    )
 
 
 _MOD_ADLER = 65521

@@ -21,13 +21,14 @@ from collections.abc import Iterator
 from typing import Any
 
 from shardstream.buffers import CHUNKS
-from shardstream.errors import ShardReadError, StreamError
+from shardstream.errors import ShardReadError, StaleSidecarError, StreamError
+from shardstream.format.constants import BLOCK
 from shardstream.format.window import ShardMapping
 from shardstream.io.localfiles import open_regular_fd
 from shardstream.io.urls import local_path, scheme_of
 
 from .node import Item, Node
-from .opener import ShardOpener, sample_in
+from .opener import ShardOpener, check_next_header, sample_in
 from .recovery import Recovery
 
 DEFERRED = None  # the sample of an item whose bytes are read when it is handed out (a sample is a dict)
@@ -69,6 +70,7 @@ class DeferredReads:
         self._last_shard, self._last = -1, None  # the shard read last: most reads are of the same one
         self._scratch = CHUNKS.take()  # one reused buffer: no allocation, no page faults per sample
         self._cut: set[int] = set()  # shards found shorter than their sidecars say
+        self._stale: set[int] = set()  # shards found not to match their sidecars: none of it is read
         self._cut_now: int | None = None
 
     def offsets(self, shard: int) -> Any:
@@ -129,6 +131,12 @@ class DeferredReads:
         if entry is None or index + 1 >= len(entry.offsets):
             url = self.opener.shards.urls[shard]
             raise ShardReadError(f"sample {index} cannot be read: the shard or its sidecar is gone", url=url)
+        if shard in self._stale:  # found not to match its sidecar: no offset into it is trusted any more
+            raise StaleSidecarError(
+                f"sample {index} not read: the shard no longer matches its offsets sidecar; run "
+                "`shardstream index` again",
+                url=entry.url,
+            )
         start, end = entry.offsets[index], entry.offsets[index + 1]
         if end > entry.size:  # changed since its sidecar was written, or a hostile sidecar: read nothing
             self._lost(shard)
@@ -139,14 +147,18 @@ class DeferredReads:
                 url=entry.url,
                 offset=start,
             )
+        # The next sample's header comes with this one's bytes: it must start another key.
+        after = BLOCK if index + 2 < len(entry.offsets) and end + BLOCK <= entry.size else 0
         if self.opener.zero_copy:
             if entry.mapping is None:
                 entry.mapping = ShardMapping.of(entry.fd, entry.path)
                 entry.view = memoryview(entry.mapping)
             buf, members, pos, stop = entry.mapping, entry.view, start, end
+            following = entry.mapping[end : end + after]
         else:
-            buf, stop = self._pread(entry, start, end - start)
-            members, pos = buf, 0
+            buf, got = self._pread(entry, start, end - start + after)
+            members, pos, stop = buf, 0, min(got, end - start)
+            following = buf[stop:got] if after else b""
             if stop < end - start:
                 self._lost(shard)
                 raise ShardReadError(
@@ -156,7 +168,14 @@ class DeferredReads:
                     offset=start + stop,
                 )
         mapping = entry.mapping if buf is entry.mapping else None
-        sample = sample_in(buf, members, pos, stop, url=entry.url, start=start, end=end, mapping=mapping)
+        try:
+            sample = sample_in(buf, members, pos, stop, url=entry.url, start=start, end=end, mapping=mapping)
+            if after:
+                check_next_header(following, sample["__key__"], entry.url, end)
+        except StaleSidecarError:
+            self._lost(shard)
+            self._stale.add(shard)
+            raise
         return self.opener.keep_fields(sample)
 
     def _pread(self, entry: _OpenShard, start: int, size: int) -> tuple[Any, int]:

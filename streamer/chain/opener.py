@@ -9,14 +9,21 @@ With ``zero_copy`` a plain local (or cached) shard is mapped and its members are
 from __future__ import annotations
 
 import itertools
+import os
+import stat
+import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO
 
 from shardstream.errors import FormatError, ShardReadError, redact_url
-from shardstream.format import decode_offsets, iter_samples
+from shardstream.format import decode_offsets, iter_samples, split_member_name
+from shardstream.format.constants import BLOCK
+from shardstream.format.tarmember import ZERO_BLOCK, checksum_matches, header_name
+from shardstream.format.tarread import stale_sidecar
 from shardstream.format.window import MappedWindow, SpanWindow
 from shardstream.io.openers import OpenOptions, is_compressed, open_stream, read_range, read_small, seekable
+from shardstream.io.urls import local_path, scheme_of
 
 from ..placement.segments import Segment, Segments
 from ..placement.shards import ShardList
@@ -42,9 +49,25 @@ def sample_in(
     if sample is not None:
         return sample
     window = MappedWindow(mapping, start) if mapping is not None else SpanWindow(buf, stop)
-    for found in iter_samples(None, url=url, start=start, ends=(end,), window=window):  # type: ignore[arg-type]
+    spans: list[tuple[int, int]] = []
+    for found in iter_samples(None, url=url, start=start, ends=(end,), window=window, spans=spans):  # type: ignore[arg-type]
+        if spans[-1][1] != end:  # the archive ended inside the span: the shard is shorter than its sidecar
+            raise stale_sidecar(f"sample {found['__key__']!r} ending at byte {spans[-1][1]}", end, url)
         return found
     raise ShardReadError("no sample where the offsets sidecar puts one", url=url, offset=start)
+
+
+def check_next_header(block: Any, key: str, url: str, offset: int) -> None:
+    """The 512 bytes after a sample read by its offsets (at byte ``offset``) must end the archive or be a
+    header of another key; else the sidecar split a sample, or the shard changed under it. One compare, in
+    bytes read with the sample's: what keeps a deferred read as strict as reading front to back."""
+    block = bytes(block)
+    if len(block) < BLOCK or block == ZERO_BLOCK:
+        return
+    if not checksum_matches(block):
+        raise stale_sidecar("no tar header where the next sample starts", offset, url)
+    if split_member_name(header_name(block))[0] == key:
+        raise stale_sidecar(f"sample {key!r} going on past its end", offset, url)
 
 
 class ShardOpener:
@@ -105,11 +128,35 @@ class ShardOpener:
         data = read_small(url, self.options)
         if data is None:
             return None
+        if not self._as_indexed(shard):
+            return None  # read by its own headers, as a shard without a sidecar is
         expected = int(self.shards.counts[shard]) if self.shards.counts is not None else None
         try:
             return decode_offsets(data, source=url, samples=expected)
         except FormatError as exc:  # a shard's damage like any other: on_error="skip" counts it and goes on
             raise ShardReadError(f"{exc}; run shardstream index again", url=self.shards.urls[shard]) from exc
+
+    def _as_indexed(self, shard: int) -> bool:
+        """Whether a local shard still has the size its index gives, so its sidecar can be trusted: one
+        stat per shard. One that does not is read front to back by its own headers (a warning says so):
+        the samples before a cut are still good, and a rewritten shard gives what its bytes hold. A remote
+        shard is checked sample by sample instead: each must hold one key and end where the sidecar says."""
+        sizes, url = self.shards.sizes, self.shards.urls[shard]
+        if sizes is None or scheme_of(url) != "file":
+            return True
+        try:
+            found = os.stat(local_path(url))
+        except OSError:
+            return True  # opening the shard reports it
+        if not stat.S_ISREG(found.st_mode) or found.st_size == sizes[shard]:
+            return True  # (opening what is not a regular file reports what it is)
+        warnings.warn(
+            f"{redact_url(url)}: the shard is {found.st_size} bytes, its index says {int(sizes[shard])}: it "
+            "changed after it was indexed, so its offsets sidecar is not used (reading it from its start); "
+            "run `shardstream index` again",
+            stacklevel=2,
+        )
+        return False
 
     # -- opening ---------------------------------------------------------------------------------------
     def _open(self, shard: int, first: int, offsets: Any) -> BinaryIO:
@@ -152,8 +199,10 @@ class ShardOpener:
         if offsets is not None and index + 1 < len(offsets):
             url = self.shards.urls[shard]
             start, end = int(offsets[index]), int(offsets[index + 1])
-            data = read_range(url, start, end, self.options, sha256=self.shards.sha256(shard))
-            sample = sample_in(data, data, 0, len(data), url=url, start=start, end=end)
+            after = BLOCK if index + 2 < len(offsets) else 0  # the next sample's header, checked with it
+            data = read_range(url, start, end + after, self.options, sha256=self.shards.sha256(shard))
+            sample = sample_in(data, data, 0, end - start, url=url, start=start, end=end)
+            check_next_header(data[end - start :], sample["__key__"], url, end)
             return self.keep_fields(sample)
         samples, stream = self.samples(shard, index)
         with stream:

@@ -142,6 +142,7 @@ class SampleReader(Node):
         """A shard that ends before the index's count is damage, not the segment's end."""
         if stop is not None and position < stop:
             raise ShardReadError(
-                f"shard ended after sample {position}; the index promises {stop}",
+                f"shard ended after sample {position}; the index promises {stop} (cut short, or changed "
+                "after it was indexed: run `shardstream index` again)",
                 url=self.opener.shards.urls[shard],
             )

@@ -15,7 +15,7 @@ import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from shardstream.errors import StreamError
+from shardstream.errors import StaleSidecarError, StreamError
 
 from ..datasets.options import Errors
 from ..datasets.shared import SharedState
@@ -63,7 +63,8 @@ class Recovery:
         """After a read error at ``position`` in ``segment``: raise, or skip the damaged sample and return the
         position to go on from (None: the rest of the segment is lost). ``offsets``: the shard's sidecar."""
         self._raise_or_warn(exc)
-        if offsets is not None and exc.offset is not None:
+        # A stale sidecar's next offset is as wrong as the one that failed: the rest of the segment is lost.
+        if offsets is not None and exc.offset is not None and not isinstance(exc, StaleSidecarError):
             bad = max(position, bisect.bisect_right(offsets, exc.offset) - 1)
             end = segment.stop if segment.stop is not None else len(offsets) - 1
             if bad + 1 < end:

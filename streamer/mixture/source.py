@@ -163,8 +163,26 @@ def all_shards(lists: Sequence[ShardList]) -> tuple[ShardList, list[int]]:
     for shards in lists:
         bases.append(bases[-1] + len(shards))
     counts = np.concatenate([shards.counts for shards in lists])  # type: ignore[misc]
-    digests = None
+    digests = sizes = None
     if all(shards.digests is not None for shards in lists):
         digests = np.concatenate([shards.digests for shards in lists])  # type: ignore[misc]
+    if all(shards.sizes is not None for shards in lists):
+        sizes = np.concatenate([shards.sizes for shards in lists])  # type: ignore[misc]
     joined = Concat([shards.urls for shards in lists])
-    return ShardList(joined, counts, f"a mixture of {len(lists)} sources", digests), bases[:-1]
+    # Each source's sidecars where its index keeps them (beside the shards, or the folder of index --out).
+    sidecars = Concat([_OffsetsUrls(shards) for shards in lists])
+    label = f"a mixture of {len(lists)} sources"
+    return ShardList(joined, counts, label, digests, sidecars, sizes=sizes), bases[:-1]
+
+
+class _OffsetsUrls(Sequence[str]):
+    """One shard list's offsets sidecar URLs, computed on demand as it gives them."""
+
+    def __init__(self, shards: ShardList) -> None:
+        self.shards = shards
+
+    def __len__(self) -> int:
+        return len(self.shards)
+
+    def __getitem__(self, i: int) -> str:  # type: ignore[override]
+        return self.shards.offsets_url(i)

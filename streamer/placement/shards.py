@@ -69,7 +69,9 @@ class ShardList:
     a list); ``counts``: samples per shard, an int64 array (None: unknown, no index); ``source``: what the
     shards came from, as errors show it; ``digests``: sha256 per shard, checked when a shard is cached
     (None: none); ``offsets_urls``: where offsets sidecars are kept apart from their shards (None: beside
-    each shard); ``keys_url``: the index's sorted key file, for lookup by key (None: none).
+    each shard); ``keys_url``: the index's sorted key file, for lookup by key (None: none); ``sizes``: each
+    shard's bytes as indexed, an int64 array (None: no index), which a local shard must still have before
+    its offsets sidecar is trusted.
     """
 
     def __init__(
@@ -80,6 +82,7 @@ class ShardList:
         digests: np.ndarray | None = None,
         offsets_urls: Sequence[str] | None = None,
         keys_url: str | None = None,
+        sizes: np.ndarray | None = None,
     ) -> None:
         if len(urls) == 0:
             raise ValueError(f"source: no shards in {source!r}")
@@ -91,6 +94,7 @@ class ShardList:
         self.digests = digests  # sha256 per shard, an (n, 32) uint8 array, when the index gives them
         self.offsets_urls = offsets_urls  # where sidecars are kept apart from their shards (index --out)
         self.keys_url = keys_url  # the index's sorted key file, for lookup by key
+        self.sizes = sizes  # bytes per shard as indexed: a shard of another size has a stale sidecar
 
     def sha256(self, shard: int) -> str | None:
         return self.digests[shard].tobytes().hex() if self.digests is not None else None
@@ -137,16 +141,18 @@ class ShardList:
         if isinstance(index.shards, ShardColumns):  # arrays straight from the file's bytes: nothing per shard
             names = index.shards.names
             counts = np.frombuffer(index.shards.column("samples"), dtype="<i8")
+            sizes = np.frombuffer(index.shards.column("bytes"), dtype="<i8")
             digests = None
             if index.checksums:
                 digests = np.frombuffer(index.shards.column("sha256"), dtype=np.uint8).reshape(len(names), 32)
         else:
             names, counts, digests = _from_rows(index, url)
+            sizes = np.fromiter((e.size for e in index.shards), dtype=np.int64, count=len(index.shards))
         offsets_urls = None
         if index.sidecars is not None:
             offsets_urls = _Joined(url, _Sidecars(index.sidecars, names))
         keys_url = join_url(url, index.keys) if index.keys is not None else None
-        return cls(_Joined(url, names), counts, redact_url(url), digests, offsets_urls, keys_url)
+        return cls(_Joined(url, names), counts, redact_url(url), digests, offsets_urls, keys_url, sizes)
 
 
 def _from_rows(index: DatasetIndex, url: str) -> tuple[Sequence[str], np.ndarray, np.ndarray | None]:

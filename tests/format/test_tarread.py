@@ -98,13 +98,17 @@ def test_spans_give_each_samples_byte_range_and_ends_split_samples_early():
     spans = []
     assert _names(iter_samples(io.BytesIO(archive), spans=spans)) == ["a.jpg", "a.txt", "b.jpg"]
     assert spans == [(0, 2048), (2048, 3072)]
-    # With ends, a sample is complete at its end byte, whatever the next member's key.
-    split = list(iter_samples(io.BytesIO(archive), ends=[1024, 2048, 3072]))
-    assert [sorted(s) for s in split] == [
-        ["__key__", "__url__", "jpg"],
-        ["__key__", "__url__", "txt"],
-        ["__key__", "__url__", "jpg"],
-    ]
+    # With ends, a sample is complete at its end byte, before the next member's header is read.
+    early = iter_samples(io.BytesIO(archive[:2048] + b"\xff" * 512), ends=[2048, 3072])
+    assert sorted(next(early)) == ["__key__", "__url__", "jpg", "txt"]
+    # Ends that split one key's members, merge two keys or cut a member are a stale sidecar's: refused.
+    for ends, found in (
+        ([1024, 2048, 3072], "going on past its end"),
+        ([3072], "another key"),
+        ([1536], "runs on"),
+    ):
+        with pytest.raises(ShardReadError, match=f"the shard has .*{found}.*run `shardstream index` again"):
+            list(iter_samples(io.BytesIO(archive), ends=ends))
 
 
 def test_reader_names_offset_of_truncation_and_corruption():

@@ -146,15 +146,21 @@ def strict_read(data: bytes) -> Strict:
     return out
 
 
-def span_samples(data: bytes, offsets: list[int], strict: Strict) -> list[tuple[str, dict[str, bytes]]]:
+def span_samples(
+    data: bytes, offsets: list[int], strict: Strict, *, anywhere: bool = False
+) -> list[tuple[str, dict[str, bytes]]]:
     """The samples a sidecar's spans hold when each is read strictly on its own: a span that starts on a
     header of the strict reading from byte 0 (or past the damage that stopped it) and holds exactly one
     sample, nothing else. A reader that jumps to spans (at random, or past damage under on_error="skip")
-    may hand these out; no other sample after the damage can be told apart from member data."""
+    may hand these out; no other sample after the damage can be told apart from member data.
+
+    ``anywhere``: any span that reads strictly as one whole sample. For a stale sidecar over a shard rewritten in place at the same size: a reader that jumps to a
+    span reads what its bytes say there, and cannot see that an earlier member's size now runs over it
+    without reading every header before it (``verify`` with sha256 is the check for that)."""
     starts = {offset for offset, _ in strict.headers}
     out = []
     for start, end in itertools.pairwise(offsets):
-        if start in starts or (strict.error is not None and start >= strict.stop):
+        if anywhere or start in starts or (strict.error is not None and start >= strict.stop):
             span = strict_read(data[start:end])
             if span.error is None and len(span.samples) == 1:
                 out.append(span.samples[0])
