@@ -111,6 +111,13 @@ class KeyFile:
             self.starts = [int(line[-16:], 16) for line in lines[:-1]]
         except ValueError as exc:
             raise FormatError(f"{source}{IDX_SUFFIX}: malformed line ({exc})") from exc
+        # Blocks follow one another from byte 0. (A block's end past the data, 2^40 say, is caught by the
+        # read: read_range never returns, or holds, more than the file has, and says it ended early.)
+        if self.starts[0] != 0 or any(b <= a for a, b in zip(self.starts, self.starts[1:], strict=False)):
+            raise FormatError(
+                f"{source}{IDX_SUFFIX}: block offsets do not increase from 0: a damaged key file; run "
+                "`shardstream index` again"
+            )
 
     @property
     def length(self) -> int:
