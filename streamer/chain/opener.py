@@ -50,10 +50,19 @@ def sample_in(
         return sample
     window = MappedWindow(mapping, start) if mapping is not None else SpanWindow(buf, stop)
     spans: list[tuple[int, int]] = []
-    for found in iter_samples(None, url=url, start=start, ends=(end,), window=window, spans=spans):  # type: ignore[arg-type]
-        if spans[-1][1] != end:  # the archive ended inside the span: the shard is shorter than its sidecar
-            raise stale_sidecar(f"sample {found['__key__']!r} ending at byte {spans[-1][1]}", end, url)
-        return found
+    try:
+        for found in iter_samples(None, url=url, start=start, ends=(end,), window=window, spans=spans):  # type: ignore[arg-type]
+            if (
+                spans[-1][1] != end
+            ):  # the archive ended inside the span: the shard is shorter than its sidecar
+                raise stale_sidecar(f"sample {found['__key__']!r} ending at byte {spans[-1][1]}", end, url)
+            return found
+    except ShardReadError as exc:
+        # The caller read the span whole, so a member cut short by the span's end runs past where the
+        # sidecar ends the sample: the sidecar's, not the shard's, fault.
+        if mapping is None and exc.message.startswith("truncated tar"):
+            raise stale_sidecar(f"member {exc.member!r} running past it", end, url) from exc
+        raise
     raise ShardReadError("no sample where the offsets sidecar puts one", url=url, offset=start)
 
 

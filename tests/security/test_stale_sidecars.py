@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from shardstream.errors import ShardReadError
+from shardstream.errors import ShardReadError, StaleSidecarError
 from shardstream.format import INDEX_NAME, decode_offsets, offsets_name
 from streamer import Mixture, ShardDataset, ShardMap
 from tests.conftest import write_dataset
@@ -184,12 +184,8 @@ def test_reading_from_a_sidecar_still_costs_no_extra_error_on_good_shards(tmp_pa
     assert Path(offsets_name(str(index.parent / "train-000001.tar"))).exists()
 
 
-def test_after_a_stale_span_no_later_offset_of_that_shard_is_trusted(tmp_path):
-    """Sample 0's text now declares a size that runs over sample 1 (same file size: the index's size check
-    cannot see it). Read in order, sample 0's span fails its end check; sample 1's span would still read
-    as a whole sample at its sidecar offset, though a reading from the start steps over it as data."""
-    index = write_dataset(tmp_path / "d", [8, 8, 8], payload=30)
-    shard = index.parent / "train-000001.tar"
+def _swallow_sample_1(shard: Path) -> None:
+    """Sample 0's first member now declares a size that runs over sample 1, in place (same file size)."""
     offsets = list(decode_offsets(Path(offsets_name(str(shard))).read_bytes()))
     data = bytearray(shard.read_bytes())
     header = data[offsets[0] : offsets[0] + 512]
@@ -199,9 +195,37 @@ def test_after_a_stale_span_no_later_offset_of_that_shard_is_trusted(tmp_path):
     data[offsets[0] : offsets[0] + 512] = header
     shard.write_bytes(bytes(data))
     assert "s001-00001" not in _strict(shard)
+
+
+def test_after_a_stale_span_no_later_offset_of_that_shard_is_trusted(tmp_path):
+    """Sample 0's text now declares a size that runs over sample 1 (same file size: the index's size check
+    cannot see it). Read in order, sample 0's span fails its end check; sample 1's span would still read
+    as a whole sample at its sidecar offset, though a reading from the start steps over it as data: the
+    rest of the segment is lost, not read on from the next offset."""
+    index = write_dataset(tmp_path / "d", [8, 8, 8], payload=30)
+    _swallow_sample_1(index.parent / "train-000001.tar")
     reads = ShardDataset(
         index, decode=False, shuffle=False, defer_reads=True, on_error="skip", keep_length=False
     )
     keys = [s["__key__"] for s in reads]
     assert not [k for k in keys if k.startswith("s001-")], keys
     assert reads.errors["shards_failed"] == 1 and reads.errors["samples_skipped"] == 8
+
+
+def test_deferred_reads_trust_no_offset_of_a_shard_after_one_stale_span(tmp_path):
+    """The same shard read one sample at a time, as behind a shuffle buffer: sample 0 fails its end
+    check, and from then on sample 1, though whole at its offset, is refused as part of a stale shard."""
+    from streamer.chain.deferred import DeferredReads
+    from streamer.chain.opener import ShardOpener
+    from streamer.placement.shards import ShardList
+
+    index = write_dataset(tmp_path / "d", [8, 8, 8], payload=30)
+    shard = index.parent / "train-000001.tar"
+    _swallow_sample_1(shard)
+    reads = DeferredReads(ShardOpener(ShardList.from_source(index)), small=0)
+    with pytest.raises(StaleSidecarError, match="member 's001-00000.txt' running past it"):
+        reads.read(1, 0)
+    assert reads.newly_cut(1)  # counted as a failed shard, once
+    with pytest.raises(ShardReadError, match="no longer matches its offsets sidecar"):
+        reads.read(1, 1)
+    assert reads.read(2, 1)["__key__"] == "s002-00001"  # other shards read on
