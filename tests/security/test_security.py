@@ -42,6 +42,8 @@ from streamer import ShardDataset
 from tests.conftest import write_dataset
 from tests.servers import Faults, FaultServer, free_port
 
+pytestmark = pytest.mark.timeout(120)  # a hang is the bug: fail, do not wait for CI's limit
+
 runner = CliRunner()
 
 
