@@ -80,8 +80,14 @@ class ShardMapping(mmap.mmap):
         info = os.fstat(fd)
         mapping = cls(fd, 0, access=mmap.ACCESS_READ)
         mapping.path = path
-        mapping.identity = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
+        mapping.identity = cls.identity_of(info)
         return mapping
+
+    @staticmethod
+    def identity_of(info: os.stat_result) -> tuple[int, int, int, int]:
+        """What says a file is the one mapped, unchanged: the inode, and the size and mtime that a rewrite
+        in place (same inode) changes."""
+        return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
 
 
 class SpanWindow:

@@ -1,9 +1,9 @@
 """Raw samples batched for the trip out of a DataLoader worker: file references or one block, not pickles.
 
 A member read zero-copy from a local shard crosses as (shard, start, end) and the main process maps the
-same file (checked to be the same, unchanged): nothing is copied on either side. Any other member (bytes,
-an HTTP shard's) is copied once into one uint8 block per batch, born in shared memory, so it crosses as
-one handle instead of one pickled object per member. ``pin_memory()`` gathers a batch into one pinned
+same file (checked to be the same, unchanged; a mapping kept for later batches again, by one stat): nothing
+is copied on either side. Any other member (bytes, an HTTP shard's) is copied once into one uint8 block per
+batch, born in shared memory, so it crosses as one handle instead of one pickled object per member. ``pin_memory()`` gathers a batch into one pinned
 block for a GPU decoder. Trade-off: a member holds its whole shard mapping (or batch block) alive.
 """
 
@@ -27,6 +27,10 @@ __all__ = ["RawBatch", "raw_collate"]
 _RAW = (bytes, bytearray, memoryview)
 _BLOCK = -1  # a slot's source: the batch's block, else an index into ``files``
 _OPEN_MAPPINGS = 32  # shard mappings the receiving process keeps open for the batches to come
+_CHANGED = (
+    "the shard changed on disk while its samples were in flight: a shard must not be rewritten while it is"
+    " read; write a new file, or restart the epoch from a saved state"
+)
 
 
 class RawBatch:
@@ -156,6 +160,9 @@ def _mapping(path: str, identity: tuple[int, int, int, int]) -> ShardMapping:
     key = (path, tuple(identity))
     found = _mappings.get(key)  # type: ignore[call-overload]
     if found is not None:
+        if _rewritten_in_place(path, identity):
+            del _mappings[key]  # type: ignore[arg-type]
+            raise ShardReadError(_CHANGED, url=path)
         _mappings.move_to_end(key)  # type: ignore[arg-type]
         return found
     try:
@@ -167,11 +174,22 @@ def _mapping(path: str, identity: tuple[int, int, int, int]) -> ShardMapping:
     except OSError as exc:
         raise ShardReadError(f"cannot map the shard a worker read: {exc}", url=path) from exc
     if mapping.identity != tuple(identity):
-        raise ShardReadError("the shard changed on disk while its samples were in flight", url=path)
+        raise ShardReadError(_CHANGED, url=path)
     _mappings[key] = mapping  # type: ignore[index]
     while len(_mappings) > _OPEN_MAPPINGS:
         _mappings.popitem(last=False)  # members handed out keep their own mapping alive
     return mapping
+
+
+def _rewritten_in_place(path: str, identity: tuple[int, int, int, int]) -> bool:
+    """Whether the file kept mapped as ``identity`` was written since (one stat): the same inode at ``path``
+    with another size or mtime, so the mapping now shows other bytes than the worker read. A file renamed
+    over it or deleted is not: the kept mapping still holds the old inode, the bytes the worker read."""
+    try:
+        now = ShardMapping.identity_of(os.stat(path))
+    except OSError:
+        return False
+    return now[:2] == tuple(identity[:2]) and now != tuple(identity)
 
 
 def raw_collate(samples: Sequence[Mapping[str, Any]]) -> RawBatch:

@@ -132,6 +132,80 @@ def test_a_shard_replaced_while_its_batch_is_in_flight_is_an_error_not_other_byt
         list(pickle.loads(flying))
 
 
+def _written_long_ago(shard: Path) -> None:
+    """An mtime an hour back, so that a rewrite now changes it even on a coarse timestamp clock."""
+    info = shard.stat()
+    os.utime(shard, ns=(info.st_atime_ns, info.st_mtime_ns - 3600 * 10**9))
+
+
+def _rewrite_in_place(shard: Path, *, grow: bool) -> None:
+    """Other bytes into the same inode (no rename): reversed, with or without a longer tail."""
+    data = shard.read_bytes()
+    inode = shard.stat().st_ino
+    with shard.open("r+b") as file:
+        file.truncate(0)
+        file.write(data[::-1] + (b"\0" * 512 if grow else b""))
+    assert shard.stat().st_ino == inode
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("grow", [True, False], ids=["new-size", "same-size-new-mtime"])
+def test_a_shard_rewritten_in_place_while_its_batch_is_in_flight_is_an_error(tmp_path, grow):
+    """Same path, same inode: only the size and the mtime say the bytes the worker saw are gone."""
+    index = write_dataset(tmp_path / "data", [20])
+    shard = tmp_path / "data" / "train-000000.tar"
+    _written_long_ago(shard)
+    samples = list(ShardDataset(str(index), decode=False, shuffle=False, zero_copy=True))
+    flying = pickle.dumps(raw_collate(samples))  # how a worker's batch crosses to the main process
+    del samples
+    _rewrite_in_place(shard, grow=grow)
+    with pytest.raises(ShardReadError, match="changed on disk"):
+        list(pickle.loads(flying))
+
+
+@pytest.mark.timeout(60)
+def test_a_shard_rewritten_in_place_after_the_main_process_mapped_it_is_an_error(tmp_path):
+    """The main process keeps the mappings of recent batches' shards: a later batch of that shard, made
+    before the rewrite, must not be read through the kept mapping, which now shows the new bytes."""
+    index = write_dataset(tmp_path / "data", [20])
+    shard = tmp_path / "data" / "train-000000.tar"
+    _written_long_ago(shard)
+    samples = list(ShardDataset(str(index), decode=False, shuffle=False, zero_copy=True))
+    first, second = pickle.dumps(raw_collate(samples[:10])), pickle.dumps(raw_collate(samples[10:]))
+    expected = [_plain(s) for s in samples[:10]]
+    del samples
+    assert [_plain(s) for s in pickle.loads(first)] == expected  # mapped here, and kept
+    _rewrite_in_place(shard, grow=False)
+    with pytest.raises(ShardReadError, match="changed on disk"):
+        list(pickle.loads(second))
+
+
+@pytest.mark.timeout(120)
+def test_members_copied_into_a_batch_block_are_read_only_as_mapped_ones_are(index):
+    """Copied members (zero_copy=False: bytes; or mixed into a batch of references) come out of the
+    block as read-only views: a decoder writing into one would change the batch for every other reader."""
+    loader = DataLoader(
+        ShardDataset(str(index), decode=False, zero_copy=False, shuffle=False),
+        batch_size=16,
+        num_workers=1,
+        collate_fn=raw_collate,
+        multiprocessing_context="fork",
+    )
+    from_worker = next(iter(loader))
+    assert from_worker.block.numel() > 0 and not from_worker.files  # every member went through the block
+    mapped = list(ShardDataset(str(index), decode=False, shuffle=False, zero_copy=True))[:4]
+    mixed = raw_collate([{**mapped[0], "extra": b"copied"}, *mapped[1:]])
+    assert mixed.block.numel() == len(b"copied")
+    in_process = raw_collate(list(ShardDataset(str(index), decode=False, shuffle=False))[:4])
+    for batch in (from_worker, in_process, pickle.loads(pickle.dumps(in_process)), mixed, mixed.gathered()):
+        members = [v for s in batch for k, v in s.items() if not k.startswith("__")]
+        members += batch["txt"] + batch.member("cls")
+        assert members and all(isinstance(v, memoryview) and v.readonly for v in members)
+        with pytest.raises(TypeError):
+            members[0][0] = 0
+    assert mixed[0]["extra"].readonly and mixed[0]["txt"].readonly
+
+
 def test_pinned_batches_when_a_gpu_is_there(index):
     if not torch.cuda.is_available():
         pytest.skip("pin_memory needs CUDA")
