@@ -3,8 +3,9 @@
 A member read zero-copy from a local shard crosses as (shard, start, end) and the main process maps the
 same file (checked to be the same, unchanged; a mapping kept for later batches again, by one stat): nothing
 is copied on either side. Any other member (bytes, an HTTP shard's) is copied once into one uint8 block per
-batch, born in shared memory, so it crosses as one handle instead of one pickled object per member. ``pin_memory()`` gathers a batch into one pinned
-block for a GPU decoder. Trade-off: a member holds its whole shard mapping (or batch block) alive.
+batch, born in shared memory, so it crosses as one handle instead of one pickled object per member.
+``pin_memory()`` gathers a batch into one pinned block for a GPU decoder. Trade-off: a member holds its
+whole shard mapping (or batch block) alive.
 """
 
 from __future__ import annotations
