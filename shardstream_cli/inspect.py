@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -22,7 +22,10 @@ from shardstream.format.verify import Verification, check_dataset, decode_check
 from shardstream.sizes import format_size
 
 from .common import IndexArgument, JsonFlag, echo_json, fail, index_path
-from .look import Source, index_url, resolve_source, shard_list
+from .look import Source, index_url, resolve_source, shard_list, source_options
+
+if TYPE_CHECKING:
+    from shardstream.io.openers import OpenOptions
 
 IndexSource = Annotated[
     str,
@@ -50,7 +53,12 @@ def info_command(index: IndexSource, as_json: JsonFlag = False) -> None:
 
     Example: shardstream info s3://bucket/shards/ (any URL the streamer reads; a folder URL ends in /)
     """
-    loaded = _load_index(resolve_source(index)) if "://" in index else _load_local_index(Path(index))
+    remote = "://" in index
+    loaded = (
+        _load_index(resolve_source(index), source_options(index))
+        if remote
+        else _load_local_index(Path(index))
+    )
     doc = {
         "pattern": loaded.pattern,
         "shards": len(loaded.shards),
@@ -80,7 +88,8 @@ def stats_command(source: Source, as_json: JsonFlag = False) -> None:
     """
     url = index_url(source)
     shards = shard_list(source)
-    index = _load_index(url) if url is not None else None
+    options = source_options(source)
+    index = _load_index(url, options) if url is not None else None
     damaged: list[str] = []
     if index is not None and index.field_bytes:
         origin = "index"
@@ -88,7 +97,7 @@ def stats_command(source: Source, as_json: JsonFlag = False) -> None:
         sizes, counts = index.shard_sizes().tolist(), index.sample_counts().tolist()
     else:
         origin = "scan of the shards' tar headers" + (" (the index has no field_bytes)" if index else "")
-        fields, sizes, counts = _scan_all(shards.urls, damaged)
+        fields, sizes, counts = _scan_all(shards.urls, damaged, options)
     doc = {
         "source": redact_url(source),
         "from": origin,
@@ -163,7 +172,9 @@ def spread(values: list[int]) -> dict[str, float]:
     return {"min": ordered[0], "p50": rank(0.5), "p90": rank(0.9), "max": ordered[-1], "mean": mean}
 
 
-def _scan_all(urls: Any, damaged: list[str]) -> tuple[dict[str, list[int]], list[int], list[int]]:
+def _scan_all(
+    urls: Any, damaged: list[str], options: OpenOptions
+) -> tuple[dict[str, list[int]], list[int], list[int]]:
     """Per-field [members, bytes], shard sizes and samples per shard from the headers of every shard."""
     from shardstream.format.scan import scan_file, scan_shard
 
@@ -175,7 +186,7 @@ def _scan_all(urls: Any, damaged: list[str]) -> tuple[dict[str, list[int]], list
         else:  # remote or compressed: streamed, read and dropped
             from shardstream.io.openers import open_stream
 
-            with open_stream(url) as stream:
+            with open_stream(url, options=options) as stream:
                 scan = scan_shard(stream, url=url)
         if scan.damage is not None:
             damaged.append(f"{redact_url(url)} at byte {scan.damage_offset}: {scan.damage}")
@@ -213,18 +224,18 @@ def _load_local_index(index: Path) -> DatasetIndex:
         raise _index_failure(path, exc) from exc
 
 
-def _load_index(url: str) -> DatasetIndex:
+def _load_index(url: str, options: OpenOptions) -> DatasetIndex:
     from shardstream.io.openers import read_small
     from shardstream.io.urls import join_url
 
     try:
-        data = read_small(url)
+        data = read_small(url, options)
     except (OSError, ShardstreamError) as exc:
         raise fail(str(exc)) from exc
     if data is None:
         raise fail(f"{redact_url(url)}: index not found")
     try:
-        beside = lambda name: read_small(join_url(url, name))  # noqa: E731  (a version-2 index's columns)
+        beside = lambda name: read_small(join_url(url, name), options)  # noqa: E731  (a version-2 index's columns)
         return DatasetIndex.from_json(data.decode("utf-8"), source=redact_url(url), read_columns=beside)
     except (OSError, ShardstreamError) as exc:
         raise fail(str(exc)) from exc

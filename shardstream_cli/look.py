@@ -27,6 +27,7 @@ from shardstream.sizes import format_size
 from .common import JsonFlag, echo_json, fail
 
 if TYPE_CHECKING:
+    from shardstream.io.openers import OpenOptions
     from streamer.placement.shards import ShardList
 
 Source = Annotated[
@@ -71,7 +72,7 @@ def ls_command(source: Source, limit: Limit = None, as_json: JsonFlag = False) -
     shards = shard_list(source)
     shown = 0
     try:
-        for sample in sizes_in_order(shards):
+        for sample in sizes_in_order(shards, source_options(source)):
             members = member_sizes(sample)
             if as_json:
                 url = redact_url(sample["__url__"])
@@ -150,21 +151,30 @@ def index_url(source: str) -> str | None:
     return text if text.endswith(".json") else None
 
 
+def source_options(source: str) -> OpenOptions:
+    """How the CLI reaches SOURCE: headers ($SHARDSTREAM_HTTP_HEADERS) only to SOURCE's own origins, as a
+    dataset sends them, never to another host a remote index names."""
+    from shardstream.io.httpoptions import bind
+    from shardstream.io.openers import OpenOptions
+
+    return OpenOptions(http=bind(None, resolve_source(source)))
+
+
 def shard_list(source: str) -> ShardList:
     """The streamer's ShardList for SOURCE (torch-free); an unusable source exits 1 with the reason."""
     from streamer.placement.shards import ShardList
 
     try:
-        return ShardList.from_source(resolve_source(source))
+        return ShardList.from_source(resolve_source(source), source_options(source))
     except (ShardstreamError, ValueError, OSError) as exc:
         raise fail(str(exc)) from exc
 
 
-def read_in_order(shards: ShardList) -> Iterator[Found]:
+def read_in_order(shards: ShardList, options: OpenOptions) -> Iterator[Found]:
     """Every sample from the first shard's first byte on, with where it is."""
     from streamer.chain.opener import ShardOpener
 
-    opener = ShardOpener(shards)
+    opener = ShardOpener(shards, options)
     position = 0
     for shard in range(len(shards)):
         samples, stream = opener.samples(shard, 0)
@@ -174,14 +184,14 @@ def read_in_order(shards: ShardList) -> Iterator[Found]:
                 position += 1
 
 
-def sizes_in_order(shards: ShardList) -> Iterator[dict[str, Any]]:
+def sizes_in_order(shards: ShardList, options: OpenOptions) -> Iterator[dict[str, Any]]:
     """Every sample in order, its members as bytes up to the read window's size and as ``Skipped``
     lengths beyond it: what ``ls`` prints, in memory bounded by the window whatever the members hold."""
     from shardstream.format import iter_samples
     from shardstream.io.openers import open_stream
 
     for shard, url in enumerate(shards.urls):
-        with open_stream(url, sha256=shards.sha256(shard)) as stream:
+        with open_stream(url, options=options, sha256=shards.sha256(shard)) as stream:
             yield from iter_samples(stream, url=url, window=SizingWindow(stream, url))
 
 
@@ -256,7 +266,7 @@ def find_sample(source: str, key: str | None, position: int | None) -> Found:
             f"{reason}: reading the shards in order to find {key!r} (shardstream index SOURCE makes a key "
             "file for one-read lookups)"
         )
-    with closing(read_in_order(shards)) as samples:
+    with closing(read_in_order(shards, source_options(source))) as samples:
         for found in samples:
             if found[0]["__key__"] == key or found[3] == position:
                 return found

@@ -162,6 +162,21 @@ def test_a_remote_index_naming_another_host_gets_no_headers_sent_there(files, gi
         assert "/d/train-000001.tar" in _sent_secret(other)
 
 
+@pytest.mark.parametrize("command", [["ls"], ["stats"], ["cat", "s001-00002", "txt"]])
+def test_the_cli_over_a_remote_index_sends_headers_only_to_its_origin(files, command, monkeypatch):
+    """ls, stats and cat bind $SHARDSTREAM_HTTP_HEADERS to SOURCE's origin as a dataset does."""
+    monkeypatch.setenv(HEADERS_ENV, json.dumps(SECRET))
+    other = HostileServer(_serve(files), host="localhost")
+    with other, HostileServer(_serve(_foreign_index(files, other.start()))) as origin:
+        url = origin.url + "/d/shardstream-index.json"
+        run = [sys.executable, "-m", "shardstream_cli", command[0], url, *command[1:]]
+        done = subprocess.run(run, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        assert {r.path for r in other.requests} & {"/d/train-000000.tar", "/d/train-000001.tar"}
+        assert _sent_secret(other) == []
+        assert "/d/shardstream-index.json" in _sent_secret(origin)
+
+
 def test_origins_are_checked_and_compared_by_scheme_host_and_port():
     options = HttpOptions(headers={"X-Token": "t"}, origins=("HTTP://Example.com", "https://b.example:8443/"))
     assert options.origins == ("http://example.com:80", "https://b.example:8443")
