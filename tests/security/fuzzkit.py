@@ -154,9 +154,10 @@ def span_samples(
     sample, nothing else. A reader that jumps to spans (at random, or past damage under on_error="skip")
     may hand these out; no other sample after the damage can be told apart from member data.
 
-    ``anywhere``: any span that reads strictly as one whole sample. For a stale sidecar over a shard rewritten in place at the same size: a reader that jumps to a
-    span reads what its bytes say there, and cannot see that an earlier member's size now runs over it
-    without reading every header before it (``verify`` with sha256 is the check for that)."""
+    ``anywhere``: any span that reads strictly as one whole sample. For a stale sidecar over a shard
+    rewritten in place at the same size: a reader that jumps to a span reads what its bytes say there,
+    and cannot see that an earlier member's size now runs over it without reading every header before it
+    (``verify`` with sha256 is the check for that)."""
     starts = {offset for offset, _ in strict.headers}
     out = []
     for start, end in itertools.pairwise(offsets):

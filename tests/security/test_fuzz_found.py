@@ -22,15 +22,6 @@ from tests.security.fuzzkit import resum
 pytestmark = pytest.mark.timeout(60)
 
 
-@pytest.fixture(params=["c", "python"])
-def reader(request, monkeypatch):
-    if request.param == "c" and tarread._member_at is None:
-        pytest.skip("shardstream/format/_tarscan.c is not built")
-    if request.param == "python":
-        monkeypatch.setattr(tarread, "_member_at", None)
-    return request.param
-
-
 def _member(name: str, data: bytes, header: bytes | None = None) -> bytes:
     return (header or member_header(name, len(data))) + data + bytes(padded(len(data)))
 

@@ -223,7 +223,7 @@ def test_deferred_reads_trust_no_offset_of_a_shard_after_one_stale_span(tmp_path
     shard = index.parent / "train-000001.tar"
     _swallow_sample_1(shard)
     reads = DeferredReads(ShardOpener(ShardList.from_source(index)), small=0)
-    with pytest.raises(StaleSidecarError, match="member 's001-00000.txt' running past it"):
+    with pytest.raises(StaleSidecarError, match=r"member 's001-00000\.txt' running past it"):
         reads.read(1, 0)
     assert reads.newly_cut(1)  # counted as a failed shard, once
     with pytest.raises(ShardReadError, match="no longer matches its offsets sidecar"):

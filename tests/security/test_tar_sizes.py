@@ -107,15 +107,6 @@ def _shard(path: Path, bad: bytes) -> Path:
     return path
 
 
-@pytest.fixture(params=["c", "python"])
-def reader(request, monkeypatch):
-    if request.param == "c" and tarread._member_at is None:
-        pytest.skip("shardstream/format/_tarscan.c is not built")
-    if request.param == "python":
-        monkeypatch.setattr(tarread, "_member_at", None)
-    return request.param
-
-
 def _read_all(data: bytes) -> list[str]:
     return [s["__key__"] for s in tarread.iter_samples(io.BytesIO(data), url="shard.tar")]
 
