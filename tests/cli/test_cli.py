@@ -55,15 +55,33 @@ def test_config_file_fills_options_and_the_command_line_wins(tmp_path, corpus):
     config = tmp_path / "c.yaml"
     config.write_text("pack:\n  max-count: 5\n  prefix: fromconfig\n")
     result = runner.invoke(
-        app, ["pack", str(corpus.files_dir), str(tmp_path / "o"), "--config", str(config), "--prefix", "cli",
-              "--json", "-q"],
+        app,
+        [
+            "pack",
+            str(corpus.files_dir),
+            str(tmp_path / "o"),
+            "--config",
+            str(config),
+            "--prefix",
+            "cli",
+            "--json",
+            "-q",
+        ],
     )
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
     assert summary["pattern"].startswith("cli-") and summary["shards"] == -(-corpus.samples // 5)
     example = runner.invoke(
-        app, ["pack", str(corpus.files_dir), str(tmp_path / "e"), "--config", str(REPO / "configs" /
-              "pack-example.yaml"), "--json", "-q"],
+        app,
+        [
+            "pack",
+            str(corpus.files_dir),
+            str(tmp_path / "e"),
+            "--config",
+            str(REPO / "configs" / "pack-example.yaml"),
+            "--json",
+            "-q",
+        ],
     )
     assert example.exit_code == 0, example.output
     config.write_text("pack:\n  max_sise: 5\n")
@@ -79,7 +97,10 @@ def test_bad_options_exit_2_with_the_option_named(tmp_path, corpus):
 def test_console_script_runs_the_demo():
     result = subprocess.run(
         [sys.executable, "-m", "shardstream_cli", "demo", "--samples", "12", "--json"],
-        capture_output=True, text=True, timeout=120, check=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
     )
     summary = json.loads(result.stdout)
     for layout in ("directory", "manifest"):

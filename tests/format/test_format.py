@@ -156,7 +156,9 @@ def test_stream_errors_say_where_and_keep_their_kinds_apart():
     decode = DecodeError("does not decode: truncated", url="/d/s.tar", member="k.jpg")
     assert not isinstance(decode, ShardReadError) and isinstance(decode, StreamError)
     located = decode.located(4096)
-    assert type(located) is DecodeError and located.offset == 4096 and str(located).endswith(
-        "member 'k.jpg' at byte 4096: does not decode: truncated"
+    assert (
+        type(located) is DecodeError
+        and located.offset == 4096
+        and str(located).endswith("member 'k.jpg' at byte 4096: does not decode: truncated")
     )
     assert located.located(1) is located  # a known offset is kept

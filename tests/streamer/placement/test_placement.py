@@ -25,8 +25,16 @@ def check(counts: list[int], world: int, workers: int, epoch: int, remainder: st
     for rank in range(world):
         ids, worker_counts = [], []
         for worker in range(loader_workers):
-            segments = counted_segments(counts_arr, rank=rank, world=world, worker=worker,
-                                        workers=loader_workers, seed=seed, epoch=epoch, remainder=remainder)
+            segments = counted_segments(
+                counts_arr,
+                rank=rank,
+                world=world,
+                worker=worker,
+                workers=loader_workers,
+                seed=seed,
+                epoch=epoch,
+                remainder=remainder,
+            )
             for segment in segments:
                 assert 0 <= segment.start < segment.stop <= counts[segment.shard]
             got = _ids(segments)

@@ -16,8 +16,9 @@ def make_model() -> tuple[DistributedDataParallel, torch.optim.Optimizer]:
     return model, torch.optim.SGD(model.parameters(), lr=0.01)
 
 
-def train_step(model: DistributedDataParallel, optimizer: torch.optim.Optimizer,
-               labels: torch.Tensor) -> None:
+def train_step(
+    model: DistributedDataParallel, optimizer: torch.optim.Optimizer, labels: torch.Tensor
+) -> None:
     loss = (model(labels[:, None]) - labels[:, None]).pow(2).mean()
     optimizer.zero_grad()
     loss.backward()  # all-reduces across ranks: an extra batch on one rank would hang here
