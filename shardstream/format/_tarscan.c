@@ -168,22 +168,28 @@ static PyObject *member_at(PyObject *module, PyObject *const *args, Py_ssize_t n
     return result;
 }
 
-/* sample_at(buffer, members, pos, stop, url) -> dict | None
+/* sample_at(buffer, members, pos, stop, url[, limit]) -> dict | None
  *
  * The sample in buffer[pos:stop] when its span holds exactly one key's members, each read by header_at:
  * {"__key__": key, "__url__": url, ext: members[data_at:data_at + size], ...}; None otherwise (the general
- * reader decides and names any damage). members is what the values are sliced from (buffer itself, or a
+ * reader decides and names any damage). With limit (where the buffer's valid bytes end), also None when
+ * the header at stop goes on with the key: an offsets sidecar that split a sample. members is what the values are sliced from (buffer itself, or a
  * memoryview of it for zero-copy reads). For streamer/deferred.py, which reads one sample per call:
  * the walk in Python cost ~2 us a sample, as much as the rest of a zero-copy read. */
 static PyObject *sample_at(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 5) {
-        PyErr_SetString(PyExc_TypeError, "sample_at(buffer, members, pos, stop, url) takes 5 arguments");
+    if (nargs != 5 && nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "sample_at(buffer, members, pos, stop, url[, limit]): 5 or 6 args");
         return NULL;
     }
     Py_ssize_t pos = PyLong_AsSsize_t(args[2]);
     if (pos == -1 && PyErr_Occurred()) return NULL;
     Py_ssize_t stop = PyLong_AsSsize_t(args[3]);
     if (stop == -1 && PyErr_Occurred()) return NULL;
+    Py_ssize_t limit = 0; /* the buffer's valid bytes end here: the header at stop is looked at if it fits */
+    if (nargs == 6) {
+        limit = PyLong_AsSsize_t(args[5]);
+        if (limit == -1 && PyErr_Occurred()) return NULL;
+    }
     Py_buffer view;
     if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) return NULL;
     const unsigned char *base = (const unsigned char *)view.buf;
@@ -218,7 +224,18 @@ static PyObject *sample_at(PyObject *module, PyObject *const *args, Py_ssize_t n
         if (failed) goto error;
         pos = data_at + (Py_ssize_t)padded(size);
     }
-    if (pos == stop && sample != NULL) goto done;
+    if (pos == stop && sample != NULL) {
+        /* The next header must not go on with this key (a sidecar that split a sample): the name field's
+         * first bytes, when a plain ustar name; None lets the general reader name it. */
+        if (limit > view.len) limit = view.len;
+        if (stop <= limit - BLOCK && key_len < 100) {
+            const unsigned char *next = base + stop;
+            if (next[345] == 0 && memcmp(next, key, (size_t)key_len) == 0 &&
+                (next[key_len] == '.' || next[key_len] == 0))
+                goto none;
+        }
+        goto done;
+    }
 none:
     Py_XDECREF(sample);
     sample = Py_NewRef(Py_None);
@@ -258,7 +275,8 @@ static PyMethodDef methods[] = {
     {"member_at", (PyCFunction)(void (*)(void))member_at, METH_FASTCALL,
      "member_at(buffer, pos) -> (size, key, ext, data_at) | None: a member's headers (plain or pax + plain)."},
     {"sample_at", (PyCFunction)(void (*)(void))sample_at, METH_FASTCALL,
-     "sample_at(buffer, members, pos, stop, url) -> dict | None: one key's members in buffer[pos:stop]."},
+     "sample_at(buffer, members, pos, stop, url[, limit]) -> dict | None: one key's members in "
+     "buffer[pos:stop], the header at stop (below limit) not of that key."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -27,6 +27,7 @@ from .tarmember import (
     ZERO_BLOCK,
     checksum_matches,
     header_name,
+    long_name,
     number,
     pax_records,
     pax_size,
@@ -229,7 +230,7 @@ class _Walk:
                 except ValueError as exc:
                     raise ShardReadError(f"corrupt pax header ({exc})", url=url, offset=offset) from exc
             else:
-                self.long_name = data.rstrip(b"\0").decode("utf-8", "surrogateescape")
+                self.long_name = long_name(data)  # to its first NUL, as GNU tar and the reader end it
             self.first_header = starts_at
         elif typeflag != GLOBAL_PAX:  # directories, links: not sample members
             self.first_header, self.pax, self.long_name = None, {}, None

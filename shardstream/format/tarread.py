@@ -48,10 +48,13 @@ def iter_samples(
     """Samples: consecutive members sharing a key, ``{"__key__", "__url__", ext: data}``.
 
     ``start`` is the stream's position in the archive, so offsets stay true after a seek. With ``ends``
-    (the byte where each sample ends, from the offsets sidecar) a sample is handed out as soon as its last
-    member is read; without, when the next key shows up. ``spans``, when given, receives the (first
-    header, end) byte range of each sample just before it is yielded. A ``MappedWindow`` (whose ``pos``
-    is ``start``) hands members out as read-only memoryviews into the mapped shard instead of bytes.
+    (the byte where each sample ends, from the offsets sidecar) a sample is complete at its end byte, and
+    handed out when the next member shows another key (or the archive, or the window, ends): a member of
+    the same key there means the sidecar split a sample (a StaleSidecarError), and damage there is the next
+    sample's, not this one's. Without ``ends``, a sample is handed out when the next key shows up.
+    ``spans``, when given, receives the (first header, end) byte range of each sample just before it is
+    yielded. A ``MappedWindow`` (whose ``pos`` is ``start``) hands members out as read-only memoryviews
+    into the mapped shard instead of bytes.
     Damage raises ShardReadError with the URL, member and offset; samples read before it have been yielded.
     """
     window = window if window is not None else ReadWindow(stream)
@@ -66,6 +69,8 @@ def iter_samples(
         sample: dict[str, Any] | None = None
         key = None
         sample_start = start
+        ended = False  # the sample reached its sidecar end: handed out when the next member's key is known
+        shown = redact_url(url)  # the sample shows its URL without credentials; the opened one keeps them
         if ends is None:
             ends = ()
         i, last = 0, len(ends)
@@ -153,6 +158,7 @@ def iter_samples(
                         regular = header[156] in REGULAR and not pax and long_name is None
                         if (
                             sample is not None
+                            and not ended  # (an ended sample is handed out below, on the way out)
                             and regular
                             and i >= last
                             and split_member_name(header_name(header))[0] != key
@@ -196,34 +202,39 @@ def iter_samples(
                     name_key, ext = name[:dot], name[dot + 1 :]
                 else:
                     name_key, ext = name, ""
-            if sample is None or name_key != key:
+            if sample is None or name_key != key or ended:
                 if sample is not None:
-                    if i < last:  # the sidecar says this sample goes on: its span holds a second key
+                    if ended:
+                        if name_key == key:  # the sidecar ended a sample whose members go on
+                            ended = False  # (not handed out on the way out either)
+                            raise stale_sidecar(f"sample {key!r} going on past its end", ends[i - 1], url)
+                        ended = False
+                    elif i < last:  # the sidecar says this sample goes on: its span holds a second key
                         raise stale_sidecar(f"another key ({name_key!r}) inside sample {key!r}", ends[i], url)
                     if spans is not None:
                         spans.append((sample_start, first_header))
                     yield sample
-                elif i and name_key == key:  # the sidecar ended a sample whose members go on
-                    raise stale_sidecar(f"sample {key!r} going on past its end", ends[i - 1], url)
                 key = name_key
-                sample = {"__key__": key, "__url__": redact_url(url)}  # the opened URL keeps its credentials
+                sample = {"__key__": key, "__url__": shown}
                 sample_start = first_header
             sample[ext] = data
             first_header = None
             if i < last and offset >= ends[i]:
                 if offset > ends[i]:  # a member runs over the end the sidecar gives
                     raise stale_sidecar(f"sample {key!r} runs on to byte {offset}", ends[i], url)
-                if pos + BLOCK <= end and names_key(buf, pos, key):  # the next header, when already here
-                    raise stale_sidecar(f"sample {key!r} going on past its end", ends[i], url)
-                if spans is not None:
-                    spans.append((sample_start, offset))
-                yield sample
-                sample = None
+                ended = True
                 i += 1
         if sample is not None:
             if spans is not None:
                 spans.append((sample_start, offset))
             yield sample
+    except ShardReadError as exc:
+        # A sample complete at its sidecar end is whole whatever comes after it (not a split, though).
+        if ended and sample is not None and not isinstance(exc, StaleSidecarError):
+            if spans is not None:
+                spans.append((sample_start, ends[i - 1]))
+            yield sample
+        raise
     finally:
         window.release()  # the buffer goes on to the next shard's window, whether this one ended or not
 
@@ -232,9 +243,12 @@ def names_key(buf: Any, pos: int, key: str) -> bool:
     """Whether the plain header at ``buf[pos]`` names a member of ``key`` (a sample split by its sidecar).
     One compare of the name field's first bytes; a ustar prefix, pax or long name is not looked into."""
     name = key.encode("utf-8", "surrogateescape")
-    if len(name) >= 100 or buf[pos + 345]:
-        return False
-    return buf[pos : pos + len(name) + 1] in (name + b".", name + b"\0")
+    n = len(name)
+    # The byte after the key first: it rules out most other keys without a slice (ours end in a dot).
+    return n < 100 and buf[pos + n] in _KEY_ENDS and buf[pos : pos + n] == name and not buf[pos + 345]
+
+
+_KEY_ENDS = (0x2E, 0)  # "." before an extension, or NUL: a member named by its key alone
 
 
 def stale_sidecar(found: str, end: int, url: str) -> StaleSidecarError:

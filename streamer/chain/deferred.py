@@ -28,7 +28,7 @@ from shardstream.io.localfiles import open_regular_fd
 from shardstream.io.urls import local_path, scheme_of
 
 from .node import Item, Node
-from .opener import ShardOpener, check_next_header, sample_in
+from .opener import ShardOpener, sample_in
 from .recovery import Recovery
 
 DEFERRED = None  # the sample of an item whose bytes are read when it is handed out (a sample is a dict)
@@ -147,18 +147,15 @@ class DeferredReads:
                 url=entry.url,
                 offset=start,
             )
-        # The next sample's header comes with this one's bytes: it must start another key.
-        after = BLOCK if index + 2 < len(entry.offsets) and end + BLOCK <= entry.size else 0
+        # The next sample's header comes with this one's bytes (sample_in checks it starts another key).
         if self.opener.zero_copy:
             if entry.mapping is None:
                 entry.mapping = ShardMapping.of(entry.fd, entry.path)
                 entry.view = memoryview(entry.mapping)
-            buf, members, pos, stop = entry.mapping, entry.view, start, end
-            following = entry.mapping[end : end + after]
+            buf, members, pos, stop, limit = entry.mapping, entry.view, start, end, entry.size
         else:
-            buf, got = self._pread(entry, start, end - start + after)
-            members, pos, stop = buf, 0, min(got, end - start)
-            following = buf[stop:got] if after else b""
+            buf, limit = self._pread(entry, start, end - start + BLOCK)
+            members, pos, stop = buf, 0, min(limit, end - start)
             if stop < end - start:
                 self._lost(shard)
                 raise ShardReadError(
@@ -169,9 +166,9 @@ class DeferredReads:
                 )
         mapping = entry.mapping if buf is entry.mapping else None
         try:
-            sample = sample_in(buf, members, pos, stop, url=entry.url, start=start, end=end, mapping=mapping)
-            if after:
-                check_next_header(following, sample["__key__"], entry.url, end)
+            sample = sample_in(
+                buf, members, pos, stop, url=entry.url, start=start, end=end, mapping=mapping, limit=limit
+            )
         except StaleSidecarError:
             self._lost(shard)
             self._stale.add(shard)

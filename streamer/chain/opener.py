@@ -17,10 +17,9 @@ from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO
 
 from shardstream.errors import FormatError, ShardReadError, redact_url
-from shardstream.format import decode_offsets, iter_samples, split_member_name
+from shardstream.format import decode_offsets, iter_samples
 from shardstream.format.constants import BLOCK
-from shardstream.format.tarmember import ZERO_BLOCK, checksum_matches, header_name
-from shardstream.format.tarread import stale_sidecar
+from shardstream.format.tarread import names_key, stale_sidecar
 from shardstream.format.window import MappedWindow, SpanWindow
 from shardstream.io.openers import OpenOptions, is_compressed, open_stream, read_range, read_small, seekable
 from shardstream.io.urls import local_path, scheme_of
@@ -38,16 +37,29 @@ except ImportError:
 
 
 def sample_in(
-    buf: Any, members: Any, pos: int, stop: int, *, url: str, start: int, end: int, mapping: Any = None
+    buf: Any,
+    members: Any,
+    pos: int,
+    stop: int,
+    *,
+    url: str,
+    start: int,
+    end: int,
+    mapping: Any = None,
+    limit: int = 0,
 ) -> dict[str, Any]:
     """The one sample in ``buf[pos:stop]``, bytes ``start``..``end`` of the shard at ``url``: one C call
     for a plain sample, else the general reader, which names any damage. ``members``: what member values
     slice (``buf``, or a view of ``mapping``, the mapped shard ``buf`` is); without a mapping, ``pos`` is 0.
+    ``limit``: where ``buf``'s valid bytes end; the header at ``stop``, when below it, must not go on with
+    the sample's key (else the sidecar split a sample: a StaleSidecarError). One compare, in bytes read
+    with the sample's: what keeps a read by offsets as strict as reading front to back.
     Every read of one sample by its offsets comes here (deferred reads, restores, ShardMap)."""
     # The sample shows its URL without credentials (the C reader puts what it is given in "__url__").
-    sample = _sample_at(buf, members, pos, stop, redact_url(url)) if _sample_at is not None else None
-    if sample is not None:
-        return sample
+    if _sample_at is not None:
+        sample = _sample_at(buf, members, pos, stop, redact_url(url), limit)
+        if sample is not None:
+            return sample
     window = MappedWindow(mapping, start) if mapping is not None else SpanWindow(buf, stop)
     spans: list[tuple[int, int]] = []
     try:
@@ -56,6 +68,8 @@ def sample_in(
                 spans[-1][1] != end
             ):  # the archive ended inside the span: the shard is shorter than its sidecar
                 raise stale_sidecar(f"sample {found['__key__']!r} ending at byte {spans[-1][1]}", end, url)
+            if stop + BLOCK <= limit and names_key(buf, stop, found["__key__"]):
+                raise stale_sidecar(f"sample {found['__key__']!r} going on past its end", end, url)
             return found
     except ShardReadError as exc:
         # The caller read the span whole, so a member cut short by the span's end runs past where the
@@ -64,19 +78,6 @@ def sample_in(
             raise stale_sidecar(f"member {exc.member!r} running past it", end, url) from exc
         raise
     raise ShardReadError("no sample where the offsets sidecar puts one", url=url, offset=start)
-
-
-def check_next_header(block: Any, key: str, url: str, offset: int) -> None:
-    """The 512 bytes after a sample read by its offsets (at byte ``offset``) must end the archive or be a
-    header of another key; else the sidecar split a sample, or the shard changed under it. One compare, in
-    bytes read with the sample's: what keeps a deferred read as strict as reading front to back."""
-    block = bytes(block)
-    if len(block) < BLOCK or block == ZERO_BLOCK:
-        return
-    if not checksum_matches(block):
-        raise stale_sidecar("no tar header where the next sample starts", offset, url)
-    if split_member_name(header_name(block))[0] == key:
-        raise stale_sidecar(f"sample {key!r} going on past its end", offset, url)
 
 
 class ShardOpener:
@@ -210,8 +211,7 @@ class ShardOpener:
             start, end = int(offsets[index]), int(offsets[index + 1])
             after = BLOCK if index + 2 < len(offsets) else 0  # the next sample's header, checked with it
             data = read_range(url, start, end + after, self.options, sha256=self.shards.sha256(shard))
-            sample = sample_in(data, data, 0, end - start, url=url, start=start, end=end)
-            check_next_header(data[end - start :], sample["__key__"], url, end)
+            sample = sample_in(data, data, 0, end - start, url=url, start=start, end=end, limit=len(data))
             return self.keep_fields(sample)
         samples, stream = self.samples(shard, index)
         with stream:

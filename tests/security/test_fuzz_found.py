@@ -101,7 +101,6 @@ def test_a_long_name_ends_at_its_first_nul(reader):
     assert _samples(data) == [("x", {"txt": b"text", "cls": b"1"})]
 
 
-@pytest.mark.xfail(strict=True, reason="scan.py (another engineer's) still strips only trailing NULs")
 def test_the_header_walk_ends_a_long_name_at_its_first_nul():
     data = _long_named(b"x.txt\0/junk/y.bin\0", b"text") + _member("x.cls", b"1") + end_of_archive()
     assert _walk(data) == ["x"]
