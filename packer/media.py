@@ -24,7 +24,7 @@ from PIL import Image, ImageOps, UnidentifiedImageError
 from shardstream.checks import is_positive_int, positive_int_or_none
 from shardstream.errors import MediaError, PackError, short_reason
 from shardstream.extras import require
-from shardstream.mediatypes import AUDIO_EXTENSIONS, IMAGE_EXTENSIONS, VIDEO_EXTENSIONS
+from shardstream.mediatypes import AUDIO_EXTENSIONS, IMAGE_EXTENSIONS, RASTER_FORMATS, VIDEO_EXTENSIONS
 
 # option value -> (Pillow format name, extension written)
 _IMAGE_TARGETS = {"jpeg": ("JPEG", "jpg"), "png": ("PNG", "png"), "webp": ("WEBP", "webp")}
@@ -89,7 +89,9 @@ def _process_image(ext: str, data: bytes, options: MediaOptions, source: str) ->
         # Pillow only warns between 1x and 2x its pixel limit; a packer must refuse, not print and go on.
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
-            image = Image.open(io.BytesIO(data))
+            # Any raster format (a PNG named .jpg is common in the wild and converts fine), never EPS or
+            # PostScript, which Pillow hands to Ghostscript.
+            image = Image.open(io.BytesIO(data), formats=RASTER_FORMATS)
             if getattr(image, "n_frames", 1) > 1:
                 for frame in range(image.n_frames):  # check every frame; frame 0 is the one re-encoded
                     image.seek(frame)

@@ -17,6 +17,9 @@ IMAGE_FORMATS: dict[str, tuple[str, ...]] = {
     "ppm": ("PPM",),
 }
 IMAGE_EXTENSIONS: frozenset[str] = frozenset(IMAGE_FORMATS)
+# Every format an image member may be opened as, whatever its extension says: raster formats Pillow
+# decodes itself. Never EPS/PS (Pillow runs Ghostscript on them) or other plugins' formats.
+RASTER_FORMATS: tuple[str, ...] = tuple(sorted({f for formats in IMAGE_FORMATS.values() for f in formats}))
 AUDIO_EXTENSIONS: frozenset[str] = frozenset({"wav", "flac", "mp3", "ogg", "opus", "m4a"})
 VIDEO_EXTENSIONS: frozenset[str] = frozenset({"mp4", "webm", "mkv", "avi", "mov"})
 MEDIA_EXTENSIONS: frozenset[str] = IMAGE_EXTENSIONS | AUDIO_EXTENSIONS | VIDEO_EXTENSIONS

@@ -174,3 +174,37 @@ def test_a_full_disk_names_the_shard_says_resume_and_leaves_no_temp_file(tmp_pat
     assert resumed.returncode == 0, resumed.stderr
     assert _pack(str(src), str(clean)).returncode == 0
     assert _digests(out) == _digests(clean)
+
+
+_EPS = b"%!PS-Adobe-3.0 EPSF-3.0\n%%BoundingBox: 0 0 16 16\n%%EndComments\nnewpath 0 0 moveto 16 16 lineto\n"
+
+
+@pytest.mark.parametrize("option", ["--image-max-side=64", "--verify-media"])
+def test_packing_an_eps_named_as_an_image_never_runs_ghostscript(tmp_path, option):
+    """Media processing opens source images as raster formats only: Pillow runs ``gs`` on EPS. A fake
+    ``gs`` first on PATH leaves a mark if it runs; a PNG named .jpg still converts (common in the wild)."""
+    from PIL import Image
+
+    src, bin_dir, mark = tmp_path / "src", tmp_path / "bin", tmp_path / "gs-ran"
+    src.mkdir()
+    bin_dir.mkdir()
+    (bin_dir / "gs").write_text(f'#!/bin/sh\necho "$@" >> {mark}\nexit 1\n')
+    (bin_dir / "gs").chmod(0o755)
+    (src / "a.png").write_bytes(_EPS)
+    Image.new("RGB", (8, 8), "red").save(src / "b.jpg", format="PNG")  # a PNG under a .jpg name
+    command = [
+        sys.executable,
+        "-m",
+        "shardstream_cli",
+        "pack",
+        str(src),
+        str(tmp_path / "out"),
+        option,
+        "--json",
+    ]
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60, env=env)
+    assert done.returncode == 0, done.stderr
+    assert not mark.exists(), f"Ghostscript ran: {mark.read_text()!r}"
+    summary = json.loads(done.stdout)
+    assert summary["samples"] == 1 and summary["rejected"] == {"media": 1}, summary
