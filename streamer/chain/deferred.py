@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from shardstream.buffers import CHUNKS
-from shardstream.errors import ShardReadError, StaleSidecarError, StreamError
+from shardstream.errors import ShardReadError, StaleSidecarError, StreamError, redact_url
 from shardstream.format.constants import BLOCK
 from shardstream.format.window import ShardMapping
 from shardstream.io.localfiles import open_regular_fd
@@ -109,7 +109,7 @@ class DeferredReads:
             fd = open_regular_fd(path)
         except OSError:  # read front to back instead, where the error is reported as for any shard
             return None
-        return _OpenShard(fd, path, offsets, url)
+        return _OpenShard(fd, path, offsets, redact_url(url))  # as every sample and error shows it
 
     def advise(self, shard: int, first: int, end: int) -> int:
         """Ask the kernel for the pages of samples ``first``.. (about ADVISE_BYTES, at most to ``end``);
@@ -155,7 +155,7 @@ class DeferredReads:
             buf, members, pos, stop, limit = entry.mapping, entry.view, start, end, entry.size
         else:
             buf, limit = self._pread(entry, start, end - start + BLOCK)
-            members, pos, stop = buf, 0, min(limit, end - start)
+            members, pos, stop = buf, 0, (limit if limit < end - start else end - start)
             if stop < end - start:
                 self._lost(shard)
                 raise ShardReadError(

@@ -48,16 +48,16 @@ def sample_in(
     mapping: Any = None,
     limit: int = 0,
 ) -> dict[str, Any]:
-    """The one sample in ``buf[pos:stop]``, bytes ``start``..``end`` of the shard at ``url``: one C call
+    """The one sample in ``buf[pos:stop]``, bytes ``start``..``end`` of the shard at ``url`` (as shown: the
+    caller cuts credentials out once per shard, since it goes into every sample's ``__url__``): one C call
     for a plain sample, else the general reader, which names any damage. ``members``: what member values
     slice (``buf``, or a view of ``mapping``, the mapped shard ``buf`` is); without a mapping, ``pos`` is 0.
     ``limit``: where ``buf``'s valid bytes end; the header at ``stop``, when below it, must not go on with
     the sample's key (else the sidecar split a sample: a StaleSidecarError). One compare, in bytes read
     with the sample's: what keeps a read by offsets as strict as reading front to back.
     Every read of one sample by its offsets comes here (deferred reads, restores, ShardMap)."""
-    # The sample shows its URL without credentials (the C reader puts what it is given in "__url__").
     if _sample_at is not None:
-        sample = _sample_at(buf, members, pos, stop, redact_url(url), limit)
+        sample = _sample_at(buf, members, pos, stop, url, limit)
         if sample is not None:
             return sample
     window = MappedWindow(mapping, start) if mapping is not None else SpanWindow(buf, stop)
@@ -211,7 +211,8 @@ class ShardOpener:
             start, end = int(offsets[index]), int(offsets[index + 1])
             after = BLOCK if index + 2 < len(offsets) else 0  # the next sample's header, checked with it
             data = read_range(url, start, end + after, self.options, sha256=self.shards.sha256(shard))
-            sample = sample_in(data, data, 0, end - start, url=url, start=start, end=end, limit=len(data))
+            shown = redact_url(url)
+            sample = sample_in(data, data, 0, end - start, url=shown, start=start, end=end, limit=len(data))
             return self.keep_fields(sample)
         samples, stream = self.samples(shard, index)
         with stream:
