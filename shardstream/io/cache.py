@@ -14,13 +14,13 @@ import re
 import stat
 import tempfile
 import time
-import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 from urllib.parse import urlparse
 
 from shardstream.errors import ShardNotFoundError, ShardReadError
+from shardstream.userwarn import warn_user
 
 from .httpoptions import redact
 from .publish import fsync_dir
@@ -159,10 +159,9 @@ class ShardCache:
             raise
         got = os.fstat(handle.fileno()).st_size
         if self.cache_size is not None and got > self.cache_size:
-            warnings.warn(
+            warn_user(
                 f"{url}: {got} bytes is more than cache_size={self.cache_size}; kept anyway, "
-                "but the cache is too small to hold it next to anything else",
-                stacklevel=3,
+                "but the cache is too small to hold it next to anything else"
             )
         try:
             self._evict(keep=path)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import itertools
 import os
 import stat
-import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO
@@ -23,6 +22,7 @@ from shardstream.format.tarread import names_key, stale_sidecar
 from shardstream.format.window import MappedWindow, SpanWindow
 from shardstream.io.openers import OpenOptions, is_compressed, open_stream, read_range, read_small, seekable
 from shardstream.io.urls import local_path, scheme_of
+from shardstream.userwarn import warn_user
 
 from ..placement.segments import Segment, Segments
 from ..placement.shards import ShardList
@@ -160,11 +160,10 @@ class ShardOpener:
             return True  # opening the shard reports it
         if not stat.S_ISREG(found.st_mode) or found.st_size == sizes[shard]:
             return True  # (opening what is not a regular file reports what it is)
-        warnings.warn(
+        warn_user(
             f"{redact_url(url)}: the shard is {found.st_size} bytes, its index says {int(sizes[shard])}: it "
             "changed after it was indexed, so its offsets sidecar is not used (reading it from its start); "
-            "run `shardstream index` again",
-            stacklevel=2,
+            "run `shardstream index` again"
         )
         return False
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import bisect
 import contextlib
-import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from shardstream.errors import StaleSidecarError, StreamError
+from shardstream.userwarn import warn_user
 
 from ..datasets.options import Errors
 from ..datasets.shared import SharedState
@@ -101,7 +101,7 @@ class Recovery:
         if self.errors.on_error == "raise":
             raise exc
         if self.errors.on_error == "warn":
-            warnings.warn(f"skipping: {exc}", stacklevel=4)
+            warn_user(f"skipping: {exc}")
 
     def _lost(self, count: int) -> None:
         if self._replaying:
