@@ -159,7 +159,11 @@ def topology(states: list[Mapping[str, Any]], ranks: int) -> tuple[int, int]:
         raise ValueError(f"the states were saved on different (world, workers): {sorted(places)}")
     ((world, workers),) = places
     if world != ranks:
-        raise ValueError(f"the states were saved on {world} ranks but {ranks} were given: pass every rank's")
+        raise ValueError(
+            f"the states were saved on {world} ranks but {ranks} were given: pass every rank's state, "
+            "gathered (torch.distributed.all_gather_object) and saved together, as the README's resume "
+            "section shows"
+        )
     return world, workers
 
 

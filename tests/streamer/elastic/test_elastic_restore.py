@@ -150,7 +150,8 @@ def test_the_epoch_after_a_restore_is_a_fresh_runs_on_the_new_topology(index, pe
 def test_bad_states_are_refused_at_load(index, tmp_path):
     _, states = _run(index, 2, 2, stops=2)
     ds = _dataset(index, 0, 3)
-    with pytest.raises(ValueError, match=r"saved on 2 ranks but 1 were given: pass every rank's"):
+    said = r"saved on 2 ranks but 1 were given: pass every rank's state, gathered"
+    with pytest.raises(ValueError, match=said):
         ds.load_state_dict(states[:1])
     with pytest.raises(ValueError, match=r"the state was saved from seed=5, not 6; the epoch's order"):
         _dataset(index, 0, 3, seed=6).load_state_dict(states)
