@@ -422,7 +422,7 @@ def bench_workers(
                     raise RuntimeError(f"{mode} packed {figures['samples']} samples, not {args.records}")
     finally:
         mark = time.perf_counter()
-        head.stop(wait=True)
+        head.stop()
         result["warm_head_stop_seconds"] = round(time.perf_counter() - mark, 2)
     result["runs"] = runs
     result["identity"] = identity(digests, members)

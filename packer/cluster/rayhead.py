@@ -6,6 +6,7 @@ session, and ends it whole (every process Ray started in it) when the pack's end
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import signal
@@ -18,6 +19,7 @@ from pathlib import Path
 from shardstream.errors import PackError
 
 _GRACE_SECONDS = 3.0
+_STOP_SECONDS = _GRACE_SECONDS + 10.0  # the head's own grace, then a margin before we kill its session
 AUTH_MODE = "RAY_AUTH_MODE"
 AUTH_TOKEN = "RAY_AUTH_TOKEN"
 AUTH_TOKEN_PATH = "RAY_AUTH_TOKEN_PATH"
@@ -34,6 +36,12 @@ def _ensure_token() -> None:
 
 
 class LocalHead:
+    """A ``ray start --head`` in a session of its own, ended by ``stop()`` (or by this process's death).
+
+    ``stop()`` waits for the whole session to end, up to the head's grace period plus a margin, then kills
+    it: a pack pays about a second at its end so that no Ray process outlives it.
+    """
+
     def __init__(self, process: subprocess.Popen[bytes], address: str) -> None:
         self.process = process
         self.address = address
@@ -53,15 +61,26 @@ class LocalHead:
         line = process.stdout.readline().decode("utf-8", "replace").strip()
         if not line.startswith("address "):
             process.wait()
+            process.stdout.close()
+            if process.stdin is not None:
+                process.stdin.close()
             raise PackError(f"could not start a local Ray head: {line or 'it exited'}")
         return cls(process, line.split(" ", 1)[1])
 
-    def stop(self, *, wait: bool = False) -> None:
-        """End the head's session; ``wait`` until all of it is gone (a few seconds), else in background."""
-        if self.process.stdin is not None and not self.process.stdin.closed:
-            self.process.stdin.close()
-        if wait:
-            self.process.wait()
+    def stop(self) -> None:
+        """End the head's session and wait until all of it is gone; kill it if it overstays its grace."""
+        process = self.process
+        if process.stdin is not None and not process.stdin.closed:
+            process.stdin.close()  # the head's signal to end its session
+        try:
+            process.wait(timeout=_STOP_SECONDS)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)  # it leads its session's one process group
+            process.wait()
+        finally:
+            if process.stdout is not None:
+                process.stdout.close()
 
 
 def _free_port() -> int:
@@ -86,8 +105,26 @@ def main(cpus: int) -> None:
     print(f"address 127.0.0.1:{port}", flush=True)
     sys.stdin.buffer.read()  # until the pack closes it, or dies and the kernel does
     os.killpg(0, signal.SIGTERM)
-    time.sleep(_GRACE_SECONDS)  # Ray's processes end themselves on TERM; what is left after is killed
-    os.killpg(0, signal.SIGKILL)
+    deadline = time.monotonic() + _GRACE_SECONDS  # Ray's processes end themselves on TERM
+    while time.monotonic() < deadline and _others_in_session():
+        time.sleep(0.05)
+    os.killpg(0, signal.SIGKILL)  # what is left after the grace, and this process
+
+
+def _others_in_session() -> bool:
+    """Whether a live process other than this one is in this session (always yes where /proc is not)."""
+    me, session = os.getpid(), os.getsid(0)
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return True
+    for stat in proc.glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(stat.parent.name) != me and fields[0] != "Z" and int(fields[3]) == session:
+            return True
+    return False
 
 
 if __name__ == "__main__":

@@ -20,4 +20,4 @@ def ray_address():
     ray.init(address=head.address, logging_level=logging.ERROR)
     yield head.address
     ray.shutdown()
-    head.stop(wait=True)
+    head.stop()
