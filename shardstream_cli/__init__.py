@@ -11,16 +11,17 @@ from __future__ import annotations
 import typer
 
 from . import index, inspect, look, packparts, stream
+from .common import APP_SETTINGS, CommandList
 from .demo import command as demo
 
 __all__ = ["app", "main"]
 
 app = typer.Typer(
     name="shardstream",
+    cls=CommandList,
     help="Pack multimodal data into WebDataset-style tar shards and stream them into PyTorch.",
     no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
+    **APP_SETTINGS,
 )
 app.add_typer(packparts.pack_app(), name="pack")
 app.command("index")(index.index_command)

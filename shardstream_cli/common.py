@@ -2,17 +2,48 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from typer.core import TyperGroup
 
 from shardstream.errors import redact_url
 from shardstream.format.constants import INDEX_NAME
 
 IndexArgument = Annotated[Path, typer.Argument(help=f"An index file or the folder holding {INDEX_NAME}.")]
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print the result as JSON on stdout, for scripts.")]
+# -q is --quiet on every command that draws a progress bar (tests/cli/test_help_width.py holds them to it).
+QuietFlag = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")]
+
+
+# Every typer app of the command takes these. rich_markup_mode=None: click's plain help, which wraps at the
+# terminal's width up to 80, reflows each docstring paragraph and puts a description under an option name
+# too long for its column; rich's tables squeezed descriptions to ~17 columns and cut option names
+# (--no-verify-med…) at 80 columns, and kept the docstrings' own line breaks.
+class CommandList(TyperGroup):
+    """The top-level group: its command list shows each command's whole first paragraph, wrapped, where
+    click's plain help would cut it at about 60 characters with '...'."""
+
+    def format_commands(self, ctx: Any, formatter: Any) -> None:
+        rows = []
+        for name in self.list_commands(ctx):
+            command = self.get_command(ctx, name)
+            if command is not None and not command.hidden:
+                first = inspect.cleandoc(command.help or "").split("\n\n")[0]
+                rows.append((name, " ".join(first.split())))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+APP_SETTINGS: dict[str, Any] = {
+    "rich_markup_mode": None,
+    "add_completion": False,
+    "pretty_exceptions_enable": False,
+}
 
 
 def fail(message: str, code: int = 1) -> typer.Exit:

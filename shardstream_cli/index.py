@@ -11,7 +11,7 @@ import typer
 from shardstream.errors import ShardstreamError
 from shardstream.sizes import format_size
 
-from .common import JsonFlag, echo_json, fail
+from .common import JsonFlag, QuietFlag, echo_json, fail
 
 Source = Annotated[
     str,
@@ -42,7 +42,6 @@ Part = Annotated[
     ),
 ]
 Restart = Annotated[bool, typer.Option(help="Forget an interrupted run's journal and scan everything again.")]
-Quiet = Annotated[bool, typer.Option(help="No progress bar.")]
 
 
 def index_command(
@@ -53,7 +52,7 @@ def index_command(
     partial_: Partial = False,
     part: Part = None,
     restart: Restart = False,
-    quiet: Quiet = False,
+    quiet: QuietFlag = False,
     as_json: JsonFlag = False,
 ) -> None:
     """Index existing tar shards: offsets sidecars, a key file and shardstream-index.json.

@@ -21,7 +21,7 @@ from shardstream.format.index import DatasetIndex
 from shardstream.format.verify import Verification, check_dataset, decode_check
 from shardstream.sizes import format_size
 
-from .common import IndexArgument, JsonFlag, echo_json, fail, index_path
+from .common import IndexArgument, JsonFlag, QuietFlag, echo_json, fail, index_path
 from .look import Source, index_url, resolve_source, shard_list, source_options
 
 if TYPE_CHECKING:
@@ -117,7 +117,9 @@ def stats_command(source: Source, as_json: JsonFlag = False) -> None:
         raise typer.Exit(1)
 
 
-def verify_command(index: IndexArgument, decode: Decode = False, as_json: JsonFlag = False) -> None:
+def verify_command(
+    index: IndexArgument, decode: Decode = False, quiet: QuietFlag = False, as_json: JsonFlag = False
+) -> None:
     """Check every shard against the index: size, sha256, sample count, offsets. Exit 1 on a mismatch.
 
     Indexes from `shardstream pack` and `shardstream index` both work: a sha256 the index did not record
@@ -135,7 +137,7 @@ def verify_command(index: IndexArgument, decode: Decode = False, as_json: JsonFl
     try:
         found = check_dataset(path)
         if decode:
-            _decode(found, quiet=as_json)
+            _decode(found, quiet=quiet or as_json)
     except (OSError, ShardstreamError) as exc:
         raise _index_failure(path, exc) from exc
     ok = not found.problems and not found.decode_failures

@@ -13,7 +13,7 @@ import typer
 from shardstream.errors import ShardstreamError
 from shardstream.sizes import format_size, parse_size
 
-from .common import JsonFlag, echo_json, fail
+from .common import JsonFlag, QuietFlag, echo_json, fail
 from .progress import PackBar
 
 
@@ -94,7 +94,6 @@ Overwrite = Annotated[bool, typer.Option(help="Replace the shards and index alre
 Config = Annotated[
     Path | None, typer.Option(help="YAML file whose keys mirror these options (see configs/).")
 ]
-Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")]
 
 
 class Engine(str, Enum):
@@ -146,7 +145,7 @@ def pack_command(
     engine: EngineOption = Engine.local,
     ray_address: RayAddress = None,
     config: Config = None,
-    quiet: Quiet = False,
+    quiet: QuietFlag = False,
     as_json: JsonFlag = False,
 ) -> None:
     """Pack raw files or a manifest into fixed-size tar shards plus an index.

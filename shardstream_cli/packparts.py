@@ -17,7 +17,7 @@ from typer.core import TyperGroup
 
 from shardstream.errors import ShardstreamError
 
-from .common import JsonFlag, echo_json, fail
+from .common import APP_SETTINGS, JsonFlag, echo_json, fail
 from .pack import apply_config, pack_command, pack_options, print_summary
 
 DEFAULT = "run"
@@ -72,7 +72,7 @@ def plan_command(ctx: typer.Context, **params: Any) -> None:
     after a crash: a finished part is skipped, a partial one continues), and `shardstream pack commit OUTDIR`
     once all are done. Prints the number of parts.
 
-    Example (SLURM): shardstream pack plan data.jsonl /shared/shards --partition-rows 100000 --json
+    Example: shardstream pack plan data/ /nfs/shards --partition-rows 100000
     """
     from packer.cluster import make_plan
     from packer.cluster.engines import clear_parts_outputs
@@ -123,7 +123,7 @@ def part_command(
 ) -> None:
     """Pack one part of a planned pack (see `shardstream pack plan --help`); safe to run again.
 
-    Example (SLURM): sbatch --array=0-127 --wrap 'shardstream pack part /shared/shards'
+    Example: sbatch --array=0-127 --wrap 'shardstream pack part /nfs/shards'
     """
     from packer.cluster import run_part
 
@@ -156,7 +156,7 @@ def commit_command(outdir: OutdirArgument, as_json: JsonFlag = False) -> None:
 
 def pack_app() -> typer.Typer:
     about = "Pack raw files or a manifest into shards (plan, part, commit: in parts)."
-    app = typer.Typer(cls=PackGroup, add_completion=False, pretty_exceptions_enable=False, help=about)
+    app = typer.Typer(cls=PackGroup, help=about, **APP_SETTINGS)
     app.command(DEFAULT, hidden=True)(pack_command)
     app.command("plan")(plan_command)
     app.command("part")(part_command)

@@ -58,7 +58,9 @@ def stream_command(
 ) -> None:
     """Stream a dataset as training would and report samples/s, members seen and errors.
 
-    Example: shardstream stream https://host/data/shardstream-index.json --workers 2 --limit 10000
+    Example: shardstream stream shards/ --workers 2 --limit 10000
+
+    Example: shardstream stream https://host/data/shardstream-index.json
 
     Example: shardstream stream configs/mixture-example.yaml --json (a mixture: samples per source too)
     """
