@@ -1,4 +1,5 @@
-"""What every command shares: failing with a message and exit code, JSON output, the index argument."""
+"""What every command shares: failing with a message and exit code, JSON output, the index argument, -q,
+and help laid out by click (plain, reflowed to the terminal up to 80 columns) rather than rich's tables."""
 
 from __future__ import annotations
 
