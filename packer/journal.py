@@ -21,6 +21,7 @@ class PackProgress:
     payload_bytes: int = 0
     rejected: dict[str, int] = field(default_factory=dict)
     fields: dict[str, int] = field(default_factory=dict)
+    field_bytes: dict[str, int] = field(default_factory=dict)  # payload bytes per member extension
     oversized: int = 0
     shards: list[ShardEntry] = field(default_factory=list)
 
@@ -32,6 +33,7 @@ class PackProgress:
             "payload_bytes": self.payload_bytes,
             "rejected": self.rejected,
             "fields": self.fields,
+            "field_bytes": self.field_bytes,
             "oversized": self.oversized,
             "shard": self.shards[-1].to_row() if self.shards else None,
         }
@@ -82,6 +84,8 @@ class Journal:
                     payload_bytes=entry["payload_bytes"],
                     rejected=entry["rejected"],
                     fields=entry["fields"],
+                    # absent from a journal an older packer wrote: counted from here on, not before
+                    field_bytes=entry.get("field_bytes", {}),
                     oversized=entry["oversized"],
                     # None: progress recorded before any shard (every item so far rejected)
                     shards=progress.shards if shard is None else [*progress.shards, ShardEntry(*shard)],

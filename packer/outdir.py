@@ -6,7 +6,8 @@ import shutil
 from pathlib import Path
 
 from shardstream.format import INDEX_NAME, OFFSETS_SUFFIX, REJECTS_NAME, SHARD_SUFFIX
-from shardstream.format.constants import COLUMNS_NAME, JOURNAL_NAME, WORK_DIR_NAME
+from shardstream.format.constants import COLUMNS_NAME, JOURNAL_NAME, KEYS_NAME, WORK_DIR_NAME
+from shardstream.format.keyfile import IDX_SUFFIX
 
 
 def existing_outputs(outdir: Path) -> list[Path]:
@@ -19,8 +20,11 @@ def existing_outputs(outdir: Path) -> list[Path]:
     )
 
 
+_SINGLE = (INDEX_NAME, COLUMNS_NAME, JOURNAL_NAME, REJECTS_NAME, KEYS_NAME, KEYS_NAME + IDX_SUFFIX)
+
+
 def clear_outputs(outdir: Path, prefix: str) -> None:
-    """``--overwrite``: this dataset's shards, sidecars, index, rejects and work folders go."""
+    """``--overwrite``: this dataset's shards, sidecars, index, key file, rejects and work folders go."""
     from .cluster.plan import remove_parts
     from .cluster.store import LocalStore
 
@@ -28,6 +32,6 @@ def clear_outputs(outdir: Path, prefix: str) -> None:
     for path in outdir.iterdir():
         ours = path.name.startswith(f"{prefix}-") and path.name.endswith((SHARD_SUFFIX, OFFSETS_SUFFIX))
         hidden_tmp = path.name.startswith(f".{prefix}-") and path.name.endswith(".tmp")
-        if ours or hidden_tmp or path.name in (INDEX_NAME, COLUMNS_NAME, JOURNAL_NAME, REJECTS_NAME):
+        if ours or hidden_tmp or path.name in _SINGLE:
             path.unlink()
     shutil.rmtree(outdir / WORK_DIR_NAME, ignore_errors=True)

@@ -23,11 +23,11 @@ from shardstream.format import (
     shard_name,
     shard_pattern,
 )
-from shardstream.format.constants import END_OF_ARCHIVE, JOURNAL_NAME, WORK_DIR_NAME
+from shardstream.format.constants import END_OF_ARCHIVE, JOURNAL_NAME, KEYS_NAME, WORK_DIR_NAME
 from shardstream.parallel import ordered_map
 
 from .journal import Journal, PackProgress
-from .keyaudit import audit_keys, write_keys
+from .keyaudit import KeyAudit, write_key_file, write_keys
 from .load import holds_its_bytes, load_batch
 from .options import PackOptions
 from .outdir import clear_outputs, existing_outputs
@@ -225,15 +225,16 @@ class Packer:
         p = self.progress
         p.samples += 1
         p.payload_bytes += sample.nbytes
-        for ext, _ in sample.members:
+        for ext, data in sample.members:
             p.fields[ext] = p.fields.get(ext, 0) + 1
+            p.field_bytes[ext] = p.field_bytes.get(ext, 0) + len(data)
         self.hook.sample(nbytes)
 
     def _publish(self, position: int, rejects: RejectsReport) -> None:
         assert self.writer is not None
         entry = self.writer.close()
         self.work.mkdir(exist_ok=True)
-        write_keys(self.work / f"{entry.name}.keys", self.writer.keys)
+        write_keys(self.work / f"{entry.name}.keys", self.writer.keys, len(self.progress.shards))
         self.writer = None
         self.progress.shards.append(entry)
         self.progress.position = position
@@ -242,9 +243,14 @@ class Packer:
         self.hook.shard(len(self.progress.shards))
 
     # -- the end ---------------------------------------------------------------------------------------
-    def audit_keys(self, rejects: RejectsReport) -> int:
-        files = [(self.work / f"{e.name}.keys", e.name) for e in self.progress.shards]
-        return audit_keys(files, self.work, rejects, strict=self.options.strict)
+    def write_key_file(self, rejects: RejectsReport) -> int:
+        """The key file from the shards' runs, reporting keys in more than one shard; how many were."""
+        shards = self.progress.shards
+        audit = KeyAudit([e.name for e in shards], rejects, strict=self.options.strict)
+        scratch = self.work / "merge"
+        scratch.mkdir(exist_ok=True)
+        runs = [self.work / f"{e.name}.keys" for e in shards]
+        return write_key_file(runs, self.outdir / KEYS_NAME, scratch, audit)
 
 
 def pack(
@@ -276,14 +282,14 @@ def pack(
     try:
         return _run_and_index(packer, started)
     except OSError as exc:  # a failure in the loop is already a PackError naming its shard
-        full = no_space(exc, out, "the end of the pack (the key audit, the rejects, the index)")
+        full = no_space(exc, out, "the end of the pack (the key file, the rejects, the index)")
         if full is None:
             raise
         raise full from exc
 
 
 def _run_and_index(packer: Packer, started: float) -> PackSummary:
-    """The loop, then the key audit, the index, and the cleanup of what only a resume needed."""
+    """The loop, then the key file with its audit, the index, and the cleanup of what only a resume needed."""
     source, out, options = packer.source, packer.outdir, packer.options
     with RejectsReport(out / REJECTS_NAME, keep_bytes=packer.progress.rejects_bytes) as rejects:
         resumed_from = len(packer.progress.shards)
@@ -299,7 +305,7 @@ def _run_and_index(packer: Packer, started: float) -> PackSummary:
                 + (f", see {rejects.path}" if skipped else "")
                 + "); no shard was written"
             )
-        duplicates = packer.audit_keys(rejects)
+        duplicates = packer.write_key_file(rejects)
         rejects.flush()
         any_rejects = rejects.count_total > 0
     count = len(progress.shards)
@@ -308,8 +314,10 @@ def _run_and_index(packer: Packer, started: float) -> PackSummary:
         pattern=shard_pattern(options.prefix, count) if shard_digits(count) == shard_digits(1) else None,
         shards=progress.shards,
         fields=progress.fields,
+        field_bytes=progress.field_bytes,
         options=packer.output_options,
         rejected={**progress.rejected, **({DUPLICATE_ACROSS_SHARDS: duplicates} if duplicates else {})},
+        keys=KEYS_NAME,
     )
     index.save(out / INDEX_NAME)
     packer.journal.path.unlink(missing_ok=True)

@@ -48,7 +48,7 @@ class TarShardWriter:
         self.size = 0
         # Per-shard bookkeeping only: memory is bounded by the shard, never by the dataset.
         self.offsets = array("q")
-        self.keys: set[str] = set()
+        self.keys: dict[str, int] = {}  # key -> sample number in this shard, for the key file
         self._file = Publishing(path, buffering=1 << 20)
         self._handle = self._file.handle
         self._hash = hashlib.sha256()
@@ -61,7 +61,7 @@ class TarShardWriter:
 
     def add(self, key: str, chunks: list[bytes], nbytes: int) -> None:
         self.offsets.append(self.size)
-        self.keys.add(key)
+        self.keys[key] = self.count
         data = b"".join(chunks)
         self._handle.write(data)
         self._hash.update(data)

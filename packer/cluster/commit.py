@@ -1,5 +1,6 @@
-"""The commit of a pack in parts: global shard numbers, shards moved to their names, one rejects file and
-the index last. Every step can be redone, so a commit killed anywhere is finished by running it again."""
+"""The commit of a pack in parts: global shard numbers, shards moved to their names, one rejects file, the
+key file and the index last. Every step can be redone, so a commit killed anywhere is finished by running
+it again."""
 
 from __future__ import annotations
 
@@ -18,10 +19,11 @@ from shardstream.format import (
     shard_name,
     shard_pattern,
 )
-from shardstream.format.constants import COLUMNS_NAME, WORK_DIR_NAME
+from shardstream.format.constants import COLUMNS_NAME, KEYS_NAME, WORK_DIR_NAME
+from shardstream.format.keyfile import IDX_SUFFIX
 from shardstream.io.publish import temp_path
 
-from ..keyaudit import audit_keys
+from ..keyaudit import KeyAudit, renumber, write_key_file
 from ..rejects import RejectsReport
 from ..summary import DUPLICATE_ACROSS_SHARDS, PackSummary, summary_from_index
 from .part import PartResult, part_done
@@ -79,6 +81,8 @@ def commit(outdir: str | os.PathLike[str] | Store, *, resumed_from_shard: int = 
     duplicates = _write_rejects(store, plan, results, keys)
     samples = sum(r.samples for r in results)
     if samples == 0:
+        store.delete(KEYS_NAME)  # of no sample: the refusal leaves no dataset file behind
+        store.delete(KEYS_NAME + IDX_SUFFIX)
         remove_parts(store)
         skipped = sum(sum(r.rejected.values()) for r in results)
         raise PackError(
@@ -93,6 +97,8 @@ def commit(outdir: str | os.PathLike[str] | Store, *, resumed_from_shard: int = 
         fields=_sum([r.fields for r in results]),
         options=plan.output_options,
         rejected={**rejected, **({DUPLICATE_ACROSS_SHARDS: duplicates} if duplicates else {})},
+        field_bytes=_sum([r.field_bytes for r in results]),
+        keys=KEYS_NAME,
     )
     _save_index(store, index)
     remove_parts(store)
@@ -137,20 +143,30 @@ def _summary(
 
 
 def _write_rejects(store: Store, plan: Plan, results: list[PartResult], keys: list[tuple[str, str]]) -> int:
-    """The parts' rejects in part order, then the dataset-wide duplicate keys; returns the duplicates."""
+    """The parts' rejects in part order, then the key file, reporting the dataset-wide duplicate keys on
+    the way (as a local pack does, ``keyaudit.py``); returns the duplicates."""
     scratch = store.local("commit" if store.remote else PARTS_DIR_NAME)
     shutil.rmtree(scratch / "audit", ignore_errors=True)
-    (scratch / "audit").mkdir(parents=True)
+    (scratch / "audit" / "merge").mkdir(parents=True)
     report_path = scratch / "rejects.jsonl" if store.remote else temp_path(store.local(REJECTS_NAME))
+    key_file = scratch / KEYS_NAME if store.remote else store.local(KEYS_NAME)
     with RejectsReport(report_path) as report:
         for result in results:
             if result.rejects_bytes:
                 part_rejects = store.fetch(f"{part_rel(result.number)}/{REJECTS_NAME}")
                 report.append_report(part_rejects, result.rejects_bytes)
-        local_keys = [(store.fetch(rel), name) for rel, name in keys]
-        duplicates = audit_keys(local_keys, scratch / "audit", report, strict=plan.options.strict)
+        # Each part numbered its shards from 0: its runs get their shards' numbers in the whole dataset.
+        runs = [
+            renumber(store.fetch(rel), shard, scratch / "audit" / f"{shard:09d}.keys")
+            for shard, (rel, _) in enumerate(keys)
+        ]
+        audit = KeyAudit([name for _, name in keys], report, strict=plan.options.strict)
+        duplicates = write_key_file(runs, key_file, scratch / "audit" / "merge", audit)
         report.flush()
         any_rejects = report.count_total > 0
+    if store.remote:  # the data before its block index, both before the index that names them
+        store.put(key_file, KEYS_NAME)
+        store.put(key_file.with_name(KEYS_NAME + IDX_SUFFIX), KEYS_NAME + IDX_SUFFIX)
     if any_rejects:
         store.put(report_path, REJECTS_NAME)
     else:

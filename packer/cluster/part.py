@@ -44,6 +44,7 @@ class PartResult:
     oversized: int
     fields: dict[str, int] = field(default_factory=dict)
     rejected: dict[str, int] = field(default_factory=dict)
+    field_bytes: dict[str, int] = field(default_factory=dict)  # absent from an older packer's marker
 
     def to_json(self) -> str:
         doc = {**self.__dict__, "shards": [s.to_row() for s in self.shards]}
@@ -170,6 +171,7 @@ def _pack_part(
         oversized=progress.oversized,
         fields=progress.fields,
         rejected=progress.rejected,
+        field_bytes=progress.field_bytes,
     )
     (folder / WORK_DIR_NAME).mkdir(exist_ok=True)  # the key files' folder, even for a part of rejects only
     write_atomic(folder / DONE_NAME, result.to_json().encode("utf-8"))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import heapq
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
 from ..format.keyfile import KeyFileWriter
@@ -21,13 +21,21 @@ _TAIL = 1 << 16
 
 
 def merge_runs(
-    runs: Sequence[str], writer: KeyFileWriter, scratch: Path, remap: Sequence[int] | None = None
+    runs: Sequence[str],
+    writer: KeyFileWriter,
+    scratch: Path,
+    remap: Sequence[int] | None = None,
+    *,
+    watch: Callable[[Iterator[bytes]], Iterable[bytes]] | None = None,
 ) -> None:
     """Write every line of ``runs`` into ``writer``, sorted; ``remap[shard]`` renumbers shards on the way
-    (shards left out of the index shift those after them)."""
-    lines = _merged(_chains(runs), scratch)
+    (shards left out of the index shift those after them); ``watch`` sees the merged lines on their way
+    in and passes them on (the packer's cross-shard duplicate audit)."""
+    lines: Iterable[bytes] = _merged(_chains(runs), scratch)
     if remap is not None:
         lines = (line[:-17] + b"%08x" % remap[int(line[-17:-9], 16)] + line[-9:] for line in lines)
+    if watch is not None:
+        lines = watch(iter(lines))
     writer.add_all(lines)
 
 

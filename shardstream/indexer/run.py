@@ -144,15 +144,19 @@ def _refuse_foreign_index(path: Path) -> None:
 
 
 def _name(url: str, out: Path) -> str:
-    """How the index names a shard: relative to the index's folder when inside it, else in full (a URL
-    without its user:password: credentials belong in HttpOptions or $SHARDSTREAM_HTTP_HEADERS, not a file)."""
+    """How the index names a shard: relative to the index's folder (``../wds/a.tar`` for ``--out`` beside
+    the shards), so that the two folders move together; in full only where no relative path leads there
+    (another drive). A URL loses its user:password: credentials belong in HttpOptions or
+    $SHARDSTREAM_HTTP_HEADERS, not a file."""
     if is_remote(url):
         return redact_url(url)
+    # ``out`` is resolved, so the shard's folder is too (the shard itself may be a link: kept as named).
+    folder, name = os.path.split(os.path.abspath(url))
     try:
-        relative = Path(url).relative_to(out)
-    except ValueError:
+        relative = os.path.relpath(os.path.join(os.path.realpath(folder), name), out)
+    except ValueError:  # Windows: another drive
         return url
-    return relative.as_posix()
+    return Path(relative).as_posix()
 
 
 def _part_range(part: tuple[int, int] | None, total: int) -> tuple[int, int]:

@@ -51,7 +51,9 @@ def test_media_and_outdir_on_s3_give_the_local_shards_and_read_back_once(
     assert summary.rejects == f"{out}/shardstream-rejects.jsonl"
     got = digests(_download(s3_bucket, out, tmp_path / "got"))
     want = digests(local)
-    shards = {name for name in want if name.endswith((".tar", ".offsets"))}
+    shards = {
+        name for name in want if name.endswith((".tar", ".offsets")) or name.startswith("shardstream-keys")
+    }
     assert {n: got[n] for n in shards} == {n: want[n] for n in shards}
     assert set(got) == set(want)  # nothing else left: no parts, no plan
     index = json.loads((tmp_path / "got" / "shardstream-index.json").read_text())

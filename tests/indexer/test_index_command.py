@@ -239,7 +239,8 @@ def test_a_packed_datasets_own_index_is_never_replaced(tmp_path):
     for tar in sorted(root.glob("*.tar")):
         from shardstream.format.sidecars import offsets_sidecar
 
-        derived = tmp_path / "elsewhere" / "sidecars" / offsets_sidecar(str(tar))
+        named = os.path.relpath(tar.resolve(), (tmp_path / "elsewhere").resolve())  # as the index names it
+        derived = tmp_path / "elsewhere" / "sidecars" / offsets_sidecar(named)
         assert derived.read_bytes() == Path(f"{tar}.offsets").read_bytes()
 
 

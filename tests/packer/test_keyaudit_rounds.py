@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import packer.keyaudit as keyaudit
-from packer.keyaudit import find_duplicates, write_keys
+from packer.keyaudit import KeyAudit, write_key_file, write_keys
+from packer.rejects import RejectsReport
+from shardstream.indexer import keymerge
 
-NAMES = st.sampled_from([f"k{i}" for i in range(12)] + ["é", "a\tb"])  # a tab: the round files' separator
+NAMES = st.sampled_from(
+    [f"k{i}" for i in range(12)] + ["é", "a\tb", "k1\x01"]
+)  # a tab, a byte below NUL's peers
 KEYS = st.lists(st.sets(NAMES, max_size=5), max_size=40)
 
 
@@ -19,16 +23,26 @@ KEYS = st.lists(st.sets(NAMES, max_size=5), max_size=40)
 def test_every_round_count_finds_exactly_the_keys_in_two_or_more_shards(
     tmp_path_factory, monkeypatch, shards, fan_in
 ):
-    # A fan-in of 2..5 over up to 40 files takes up to 6 rounds, as 256 would past 256^5 shards.
-    monkeypatch.setattr(keyaudit, "_MAX_OPEN", fan_in)
+    # A fan-in of 2..5 over up to 40 runs takes up to 6 rounds, as 256 would past 256^5 shards.
+    monkeypatch.setattr(keymerge, "FAN_IN", fan_in)
     folder = tmp_path_factory.mktemp("keys")
-    files = []
+    runs, names = [], []
     holders: dict[str, list[str]] = defaultdict(list)
     for number, keys in enumerate(shards):
-        name = f"s-{number:06d}.tar"
-        write_keys(folder / f"{number}.keys", keys)
-        files.append((folder / f"{number}.keys", name))
+        names.append(f"s-{number:06d}.tar")
+        runs.append(folder / f"{number}.keys")
+        write_keys(runs[-1], {key: sample for sample, key in enumerate(sorted(keys))}, number)
         for key in keys:
-            holders[key].append(name)
-    found = dict(find_duplicates(files, folder))
-    assert found == {key: names for key, names in sorted(holders.items()) if len(names) > 1}
+            holders[key].append(names[-1])
+    with RejectsReport(folder / "rejects.jsonl") as rejects:
+        audit = KeyAudit(names, rejects, strict=False)
+        count = write_key_file(runs, folder / "keys", folder, audit)
+    reported = [json.loads(line) for line in (folder / "rejects.jsonl").read_text().splitlines()]
+    found = {
+        r["source"]: r["reason"].split(": ", 1)[1].removesuffix(" (kept in all)").split(", ")
+        for r in reported
+    }
+    expected = {key: shards for key, shards in holders.items() if len(shards) > 1}
+    assert found == expected and count == len(expected)
+    # Every key in the key file, each time it is held.
+    assert (folder / "keys").read_bytes().count(b"\n") == sum(len(s) for s in holders.values())
