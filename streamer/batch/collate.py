@@ -13,7 +13,8 @@
 So the type of a key's batch can change from batch to batch when shapes happen to agree; ``pad_collate``
 gives a fixed type for the keys it is told to pad. A key missing from some samples raises ``KeyError``
 (filling ``None`` would hand a training loop holes it did not ask for); decode with ``fields=`` to keep
-only the members every sample has.
+only the members every sample has, alternatives under one name (``{"image": "jpg;png"}``): the batch then
+holds ``batch["image"]``.
 """
 
 from __future__ import annotations
@@ -80,8 +81,9 @@ def _columns(samples: Sequence[dict[str, Any]]) -> dict[str, list[Any]]:
             odd = sorted(columns.keys() ^ sample.keys())[0]
             raise KeyError(
                 f"key {odd!r} is in some samples of the batch but not in others (sample "
-                f"{sample.get('__key__')!r} vs {samples[0].get('__key__')!r}); decode with fields=[...] to "
-                "keep only the members every sample has"
+                f"{sample.get('__key__')!r} vs {samples[0].get('__key__')!r}); decode with fields= to keep "
+                "only the members every sample has, alternatives under one name: "
+                "fields={'image': 'jpg;png;webp', 'meta': 'json'}"
             )
         for key in keys:
             columns[key].append(sample[key])

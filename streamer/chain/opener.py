@@ -24,6 +24,7 @@ from shardstream.io.openers import OpenOptions, is_compressed, open_stream, read
 from shardstream.io.urls import local_path, scheme_of
 from shardstream.userwarn import warn_user
 
+from ..decode.fields import Fields
 from ..placement.segments import Segment, Segments
 from ..placement.shards import ShardList
 from .prefetch import Prefetcher, ReadAhead
@@ -91,7 +92,7 @@ class ShardOpener:
         shards: ShardList,
         options: OpenOptions | None = None,
         *,
-        fields: tuple[str, ...] | None = None,
+        fields: Fields | tuple[str, ...] | None = None,
         prefetch: int = 0,
         prefetch_bytes: int = 16 << 20,
         zero_copy: bool = False,
@@ -100,7 +101,7 @@ class ShardOpener:
         self.shards = shards
         self.zero_copy = zero_copy
         self.options = options or OpenOptions()
-        self.keep = frozenset(fields) if fields else None
+        self.fields = Fields.of(fields)
         self.prefetch = prefetch
         self.prefetch_bytes = prefetch_bytes
         self._prefetcher: Prefetcher | None = None
@@ -191,15 +192,14 @@ class ShardOpener:
         samples: Samples = iter_samples(stream, url=url, start=start_byte, ends=ends, window=window)
         if offsets is None and first:
             samples = itertools.islice(samples, first, None)
-        if self.keep is not None:
-            samples = map(self.keep_fields, samples)
+        if self.fields is not None:
+            samples = map(self.fields.keep, samples)
         return samples, stream
 
     def keep_fields(self, sample: dict[str, Any]) -> dict[str, Any]:
-        """The sample without the members ``fields`` leaves out (itself when there is no ``fields``)."""
-        if self.keep is None:
-            return sample
-        return {k: v for k, v in sample.items() if k.startswith("__") or k in self.keep}
+        """The sample without the members ``fields`` leaves out (itself when there is no ``fields``; whole
+        when it lacks one, so that the error for it names what it holds: ``decode/fields.py``)."""
+        return sample if self.fields is None else self.fields.keep(sample)
 
     def read_one(self, shard: int, index: int) -> dict[str, Any]:
         """Random access to one sample (restoring a buffer, a stand-in, ShardMap): with the offsets sidecar

@@ -14,6 +14,7 @@ from shardstream.io.openers import OpenOptions
 from shardstream.io.urls import scheme_of
 
 from ..chain.shuffle import check_buffer
+from ..decode.fields import Fields
 from ..placement.segments import REMAINDERS
 
 ON_ERROR = ("raise", "skip", "warn")
@@ -88,16 +89,17 @@ def _distributed_place() -> tuple[int, int] | None:
 class Reading:
     """How samples are reached and held: where shards open, which members are kept, the shuffle buffer.
 
-    Fields: ``open`` (``OpenOptions``: HTTP settings and the cache), ``fields`` (the member extensions kept;
-    None: all), ``buffer_size`` and ``initial`` (samples in the shuffle buffer, and gathered before the
-    first leaves it; None: all of it), ``prefetch`` and ``prefetch_bytes`` (shards read ahead per reader,
+    Fields: ``open`` (``OpenOptions``: HTTP settings and the cache), ``fields`` (``decode.fields.Fields``,
+    the members kept, a list or mapping as ShardDataset takes, parsed when made; None: all),
+    ``buffer_size`` and ``initial`` (samples in the shuffle buffer, and gathered before the first leaves
+    it; None: all of it), ``prefetch`` and ``prefetch_bytes`` (shards read ahead per reader,
     and bytes fetched ahead of each), ``zero_copy`` (members as views of mapped local shards) and
     ``defer_reads`` (behind a shuffle buffer, read local samples as they leave it: None when they average
     at least ``SMALL_SAMPLE`` bytes, True always, False never), as in ShardDataset.
     """
 
     open: OpenOptions = field(default_factory=OpenOptions)
-    fields: tuple[str, ...] | None = None  # members kept (others dropped before any buffering)
+    fields: Fields | None = None  # members kept (others dropped before any buffering)
     buffer_size: int = 1000
     initial: int | None = None  # samples buffered before the first is handed out (default: buffer_size)
     prefetch: int = 0  # shards read ahead in a background thread
@@ -106,6 +108,7 @@ class Reading:
     defer_reads: bool | None = None  # behind a shuffle buffer, local samples read as they leave it
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "fields", Fields.of(self.fields))
         check_buffer(self.buffer_size, self.initial)  # the buffer's own rule, here so errors come at once
         if self.prefetch < 0:
             raise ValueError(f"prefetch must be >= 0, not {self.prefetch}")

@@ -57,8 +57,12 @@ class ShardDataset(StreamBase):
     the at most world - 1 samples an epoch cannot deal equally), ``resampled`` (draw shards with
     replacement, forever).
 
-    Decoding, after the buffer: ``fields`` (the members to keep, by extension; None: all), ``decode``
-    (True: by extension; False: bytes; a callable: your own function of the sample dict), ``image``
+    Decoding, after the buffer: ``fields`` (the members to keep; None: all; ``["jpg", "json"]``: those;
+    ``{"image": "jpg;png;webp", "meta": "json"}``: per name, the first of its members the sample has,
+    decoded by its own extension and handed out under the name; a sample lacking an entry is a
+    ``MissingMemberError`` listing what it holds, also with ``decode=False``), ``decode`` (True: by
+    extension; False: bytes; a callable: your own function of the sample dict, in place of decoding,
+    given the members ``fields`` keeps as stored), ``image``
     (``"pil"``, ``"numpy"`` or ``"torch"``), ``image_size`` (decode at least this size, reduced where the
     codec can), ``audio_rate``, ``audio_mono``, ``video_frames`` (N evenly spaced frames), ``decoders``
     (``{"ext": fn}`` added to the registry for this dataset).
@@ -87,7 +91,7 @@ class ShardDataset(StreamBase):
         initial: int | None = None,
         remainder: str = "drop",
         resampled: bool = False,
-        fields: Sequence[str] | None = None,
+        fields: Sequence[str] | Mapping[str, str | Sequence[str]] | None = None,
         decode: bool | Callable[[dict[str, Any]], Any] = True,
         image: str = "pil",
         image_size: int | tuple[int, int] | None = None,
@@ -116,7 +120,7 @@ class ShardDataset(StreamBase):
             raise ValueError("zero_copy=True hands out raw read-only buffers: pass decode=False with it")
         self.reading = Reading(
             open=opening,
-            fields=tuple(fields) if fields else None,
+            fields=fields,  # parsed to a Fields there: the dict form, alternatives, checked names
             buffer_size=buffer_size,
             initial=initial,
             prefetch=default_prefetch([self.shards.urls[0]], readers=1) if prefetch is None else prefetch,

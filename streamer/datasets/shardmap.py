@@ -22,6 +22,7 @@ from shardstream.io.httpoptions import HttpOptions, bind
 from shardstream.io.openers import OpenOptions, read_range, read_small
 
 from ..chain.opener import ShardOpener
+from ..decode.fields import Fields
 from ..decode.make import make_decoder
 from ..placement.shards import ShardList
 
@@ -43,7 +44,7 @@ class ShardMap(Dataset):  # type: ignore[type-arg]
         self,
         source: str | os.PathLike[str],
         *,
-        fields: Sequence[str] | None = None,
+        fields: Sequence[str] | Mapping[str, str | Sequence[str]] | None = None,
         decode: bool | Callable[[dict[str, Any]], Any] = True,
         image: str = "pil",
         image_size: int | tuple[int, int] | None = None,
@@ -66,7 +67,7 @@ class ShardMap(Dataset):  # type: ignore[type-arg]
                 "(make one with: shardstream index SOURCE)"
             )
         self.ends = np.cumsum(self.shards.counts)
-        self.fields = frozenset(fields) if fields else None
+        self.fields = Fields.of(fields)
         self.decoder = make_decoder(
             decode,
             image=image,
@@ -75,7 +76,7 @@ class ShardMap(Dataset):  # type: ignore[type-arg]
             audio_mono=audio_mono,
             video_frames=video_frames,
             decoders=decoders,
-            fields=tuple(fields) if fields else None,
+            fields=self.fields,
         )
         self.offsets_cache = offsets_cache
         self._opener = self._new_opener()
@@ -83,8 +84,7 @@ class ShardMap(Dataset):  # type: ignore[type-arg]
 
     def _new_opener(self) -> ShardOpener:
         """Reads by offsets (and the no-sidecar fallback), keeping ``offsets_cache`` shards' sidecars."""
-        fields = tuple(self.fields) if self.fields is not None else None
-        return ShardOpener(self.shards, self.options, fields=fields, offsets_kept=self.offsets_cache)
+        return ShardOpener(self.shards, self.options, fields=self.fields, offsets_kept=self.offsets_cache)
 
     def __len__(self) -> int:
         return int(self.ends[-1]) if len(self.ends) else 0

@@ -1,6 +1,7 @@
 """Decoding sample members by extension, after the shuffle buffer.
 
 - ``sample.py``: ``SampleDecoder`` and ``DecodeOptions``: which members, to what, with which options.
+- ``fields.py``: ``Fields``: which members a sample keeps, under which names, with alternatives.
 - ``registry.py``: the decoder registry (extension -> function of bytes): images, audio, video, text, arrays.
 - ``image.py``: image decoding with Pillow (draft mode, EXIF orientation) or libjpeg-turbo via torchcodec.
 - ``gunzip.py``: ``.gz`` members inflated to at most a cap (``gunzip_max_bytes``).

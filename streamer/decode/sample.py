@@ -20,10 +20,11 @@ from functools import partial
 from typing import Any
 
 from shardstream.checks import is_positive_int, one_of, positive_int_or_none
-from shardstream.errors import DecodeError, MissingMemberError, short_reason
+from shardstream.errors import DecodeError, short_reason
 from shardstream.mediatypes import IMAGE_FORMATS
 from shardstream.sizes import parse_size
 
+from .fields import Fields
 from .gunzip import GUNZIP_MAX_BYTES, gunzip
 from .image import IMAGE_MAX_PIXELS, LISTED_FORMATS, turbo_jpeg
 from .registry import (
@@ -38,7 +39,7 @@ from .registry import (
     register_decoder,
 )
 
-__all__ = ["DECODERS", "DecodeOptions", "Decoder", "SampleDecoder", "register_decoder"]
+__all__ = ["DECODERS", "DecodeOptions", "Decoder", "Fields", "SampleDecoder", "register_decoder"]
 
 IMAGE_MODES = ("pil", "numpy", "torch", "raw")
 
@@ -51,7 +52,10 @@ class DecodeOptions:
     cheaply; (height, width): exactly that; None: as stored; see the module docstring), ``audio_rate``
     (resample to this many Hz; None: the file's rate), ``audio_mono`` (average the channels into one),
     ``video_frames`` (N evenly spaced frames, first and last included; None: every frame), ``decoders``
-    (``{"ext": fn}``), ``fields`` (None: every member, decoded or kept as bytes).
+    (``{"ext": fn}``), ``fields`` (None: every member, decoded or kept as bytes; ``["jpg", "json"]``:
+    those members; ``{"image": "jpg;png", "meta": "json"}``: per name, the first of its members the
+    sample has, decoded by its own extension and handed out under the name; a sample with none of an
+    entry's members is a MissingMemberError; see ``fields.py``).
 
     Bounds on hostile members, each a DecodeError naming the member and the option: ``image_max_pixels``
     (an image whose header declares more pixels is refused before it is decoded, on Pillow's path and
@@ -66,7 +70,7 @@ class DecodeOptions:
     audio_mono: bool = False
     video_frames: int | None = None
     decoders: Mapping[str, Decoder] | None = None  # by extension or member name, over the registry's
-    fields: tuple[str, ...] | None = None  # decode only these members; a sample without one is an error
+    fields: Fields | Sequence[str] | Mapping[str, str | Sequence[str]] | None = None  # parsed to Fields
     image_max_pixels: int | None = IMAGE_MAX_PIXELS
     gunzip_max_bytes: int | str = GUNZIP_MAX_BYTES
 
@@ -87,14 +91,7 @@ class DecodeOptions:
             raise ValueError(
                 f"decoders must map extensions or member names to functions, not {self.decoders!r}"
             )
-        fields = self.fields
-        if fields is not None and (
-            isinstance(fields, str)
-            or not isinstance(fields, Sequence)
-            or not all(isinstance(f, str) and f for f in fields)
-        ):
-            raise ValueError(f"fields must be a list of member names like ['jpg', 'json'], not {fields!r}")
-        object.__setattr__(self, "fields", None if fields is None else tuple(fields))
+        object.__setattr__(self, "fields", Fields.of(self.fields))
 
 
 class SampleDecoder:
@@ -112,31 +109,19 @@ class SampleDecoder:
         if options.image_size is None and options.image in ("torch", "numpy"):
             turbo_jpeg()  # import now, in the parent, so forked DataLoader workers inherit it
         self._table = _decoder_table(options)
-        self._fields = options.fields
-        self._field_set = None if options.fields is None else frozenset(options.fields)
+        self._fields: Fields | None = options.fields  # type: ignore[assignment]  # parsed by DecodeOptions
         self._resolved: dict[str, Decoder] = {}
 
     def __call__(self, sample: dict[str, Any]) -> dict[str, Any]:
         if self._fields is not None:
-            missing = [name for name in self._fields if name not in sample]
-            if missing:
-                present = sorted(name for name in sample if not name.startswith("__"))
-                raise MissingMemberError(
-                    f"sample has no member {missing[0]!r} (fields asked for: {list(self._fields)}; "
-                    f"present: {present})",
-                    url=str(sample.get("__url__", "<no __url__>")),
-                    member=f"{sample.get('__key__')}.{missing[0]}",
-                )
+            return self._decode_fields(sample, self._fields)
         out: dict[str, Any] = {}
-        fields = self._field_set
         resolved = self._resolved
         name = ""
         try:  # one try around the loop, not a call per member: this is the per-sample hot path
             for name, value in sample.items():
                 if name.startswith("__"):
                     out[name] = value
-                elif fields is not None and name not in fields:
-                    continue
                 elif type(value) is bytes:
                     fn = resolved.get(name)
                     if fn is None:
@@ -150,12 +135,27 @@ class SampleDecoder:
         except ImportError:
             raise  # a missing optional dependency, not a bad shard
         except Exception as exc:
-            raise DecodeError(
-                f"does not decode: {short_reason(exc)}",
-                url=str(sample.get("__url__", "<no __url__>")),
-                member=f"{sample.get('__key__')}.{name}",
-                offset=sample.get("__offset__"),
-            ) from exc
+            raise _failed(sample, name, exc) from exc
+        return out
+
+    def _decode_fields(self, sample: dict[str, Any], fields: Fields) -> dict[str, Any]:
+        """Each entry's member, decoded by its own name (a png as a png), under the entry's name."""
+        picked = fields.pick(sample)  # a MissingMemberError naming every member the sample holds
+        out = {k: v for k, v in sample.items() if k.startswith("__")}
+        member = ""
+        try:
+            for name, member in picked:
+                value = sample[member]
+                if isinstance(value, (bytes, bytearray, memoryview)):
+                    fn = self._resolved.get(member)
+                    if fn is None:
+                        fn = self._resolved[member] = self._resolve(member)
+                    value = fn(value if type(value) is bytes else bytes(value))
+                out[name] = value  # (not bytes: decoded already, by an earlier stage)
+        except ImportError:
+            raise
+        except Exception as exc:
+            raise _failed(sample, member, exc) from exc
         return out
 
     def _resolve(self, name: str) -> Decoder:
@@ -199,6 +199,15 @@ def _image_decoder(options: DecodeOptions, name: str) -> Decoder:
     formats = IMAGE_FORMATS.get(name.rsplit(".", 1)[-1], LISTED_FORMATS)
     size, limit = options.image_size, options.image_max_pixels
     return partial(decode_image, mode=options.image, size=size, formats=formats, max_pixels=limit)
+
+
+def _failed(sample: dict[str, Any], member: str, exc: Exception) -> DecodeError:
+    return DecodeError(
+        f"does not decode: {short_reason(exc)}",
+        url=str(sample.get("__url__", "<no __url__>")),
+        member=f"{sample.get('__key__')}.{member}",
+        offset=sample.get("__offset__"),
+    )
 
 
 def _gunzip_then(decode: Decoder, max_bytes: int, data: bytes) -> Any:

@@ -16,10 +16,10 @@ import numpy as np
 
 from shardstream.errors import FormatError, redact_url
 from shardstream.io.openers import OpenOptions
-from shardstream.io.urls import scheme_of
 
 from ..chain.opener import ShardOpener
 from ..datasets.options import Reading
+from ..decode.fields import Fields
 from ..decode.make import make_decoder
 from ..placement.shards import Concat, ShardList
 from .plan import KINDS, Share
@@ -36,7 +36,8 @@ class MixSource:
     ``repeat`` and ``samples`` sources leave of the epoch is shared in proportion to the weights),
     ``repeat`` (passes over the source per epoch, fractions allowed) or ``samples`` (samples per epoch).
     ``fields``, ``decode``, ``image``, ``image_size``, ``audio_rate``, ``audio_mono``, ``video_frames``
-    and ``decoders`` are ShardDataset's, for this source's samples alone.
+    and ``decoders`` are ShardDataset's, for this source's samples alone (``fields`` as a list or a
+    mapping of names to alternatives, ``{"image": "jpg;png", "meta": "json"}``, in YAML too).
     """
 
     path: str | os.PathLike[str]
@@ -44,7 +45,7 @@ class MixSource:
     weight: float | None = None
     repeat: float | None = None
     samples: int | None = None
-    fields: Sequence[str] | None = None
+    fields: Sequence[str] | Mapping[str, str | Sequence[str]] | None = None
     decode: Any = True
     image: str = "pil"
     image_size: int | tuple[int, int] | None = None
@@ -90,9 +91,7 @@ class MixSource:
 
 def counted_shards(source: MixSource, opening: OpenOptions) -> ShardList:
     text = os.fspath(source.path)
-    if scheme_of(text) == "file" and "{" not in text and not os.path.exists(text):
-        raise ValueError(f"source {source.label()!r}: {text} does not exist")
-    try:
+    try:  # a local path that is not there is refused here, by ShardList's one rule, with the fix
         shards = ShardList.from_source(text, opening)
     except FormatError as exc:
         raise ValueError(f"source {source.label()!r}: {exc}") from exc
@@ -107,8 +106,12 @@ def counted_shards(source: MixSource, opening: OpenOptions) -> ShardList:
     return shards
 
 
-def source_fields(source: MixSource) -> tuple[str, ...] | None:
-    return tuple(source.fields) if source.fields else None
+def source_fields(source: MixSource) -> Fields | None:
+    """The source's ``fields``, parsed; a bad one is a ValueError naming the source."""
+    try:
+        return Fields.of(source.fields)
+    except ValueError as exc:
+        raise ValueError(f"source {source.label()!r}: {exc}") from exc
 
 
 def source_decoder(source: MixSource) -> Any:
