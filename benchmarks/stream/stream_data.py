@@ -101,5 +101,8 @@ def make_many(root: Path, tiny: Packed) -> dict[str, Any]:
             if not link.exists():
                 link.symlink_to(tiny.shards[position % len(tiny.shards)])
     last = MANY_SHARDS - 1
+    end = root / f"train-{last:0{MANY_DIGITS}d}.tar"  # a dataset checks a local pattern's ends when made
+    if not end.exists():
+        end.symlink_to(tiny.shards[0])
     pattern = str(root / f"train-{{{0:0{MANY_DIGITS}d}..{last:0{MANY_DIGITS}d}}}.tar")
     return {"pattern": pattern, "linked_shard_numbers": linked, "files": len(list(root.iterdir()))}

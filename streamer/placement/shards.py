@@ -1,7 +1,9 @@
 """The shard list: URLs computed on demand from a brace pattern, a list, or the packer's index.
 
-A pattern costs O(1) memory at any size; an index keeps per-shard counts as one int64 array (for a
-version-2 index, a view of its columns file's bytes: no per-shard object is ever made).
+A pattern costs O(1) memory at any size, and two stats when local (its first and last shards, checked
+when made, so a pattern wider than the shards on disk fails at once, not mid-epoch in a worker); an
+index keeps per-shard counts as one int64 array (for a version-2 index, a view of its columns file's
+bytes: no per-shard object is ever made).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from shardstream.errors import FormatError, redact_url
 from shardstream.format import INDEX_NAME, BracePattern, DatasetIndex, ShardColumns, offsets_name
 from shardstream.format.sidecars import offsets_sidecar
 from shardstream.io.openers import OpenOptions, read_small
-from shardstream.io.urls import join_url
+from shardstream.io.urls import join_url, local_path, scheme_of
 
 
 class Concat(Sequence[str]):
@@ -115,6 +117,13 @@ class ShardList:
     def from_source(
         cls, source: str | os.PathLike[str] | Sequence[str] | DatasetIndex, options: OpenOptions | None = None
     ) -> ShardList:
+        """The shards a folder (its index), an index, a brace pattern or a list of patterns names.
+
+        A local source is checked here, when the dataset is made, not when a worker first reads it: an index
+        or folder that is not there, a path that is no folder, index or file, a pattern whose first or last
+        shard is missing (``on_disk``) are FormatErrors saying the fix. Remote sources send no request here
+        but their index's.
+        """
         if isinstance(source, DatasetIndex):
             raise ValueError("source: pass the index's path or URL, so shard names can be resolved")
         if isinstance(source, (str, os.PathLike)):
@@ -122,10 +131,11 @@ class ShardList:
             if os.path.isdir(text):
                 text = os.path.join(text, INDEX_NAME)
             if text.endswith(".json"):
+                check_local_index(text)
                 return cls._from_index(text, options)
-            return cls(BracePattern(text), None, redact_url(text))
+            return cls(on_disk(text), None, redact_url(text))
         if isinstance(source, Sequence) and all(isinstance(s, (str, os.PathLike)) for s in source):
-            parts = [BracePattern(os.fspath(s)) for s in source]
+            parts = [on_disk(os.fspath(s)) for s in source]
             return cls(Concat(parts), None, f"{len(parts)} patterns")
         raise ValueError(f"source must be a pattern, a list of patterns or an index path, not {source!r}")
 
@@ -153,6 +163,54 @@ class ShardList:
             offsets_urls = _Joined(url, _Sidecars(index.sidecars, names))
         keys_url = join_url(url, index.keys) if index.keys is not None else None
         return cls(_Joined(url, names), counts, redact_url(url), digests, offsets_urls, keys_url, sizes)
+
+
+PACK_FIRST = f"pack first with `shardstream pack`, or give the folder that holds {INDEX_NAME}"
+
+
+def check_local_index(text: str) -> None:
+    """Refuse a local index that is not there, saying how to make one; a remote one is asked for as read."""
+    if scheme_of(text) != "file" or os.path.isfile(local_path(text)):
+        return
+    folder = os.path.dirname(local_path(text)) or "."
+    if os.path.basename(text) == INDEX_NAME and os.path.isdir(folder):
+        fix = (
+            f"the folder {folder} holds no index: `shardstream pack` into it, or `shardstream index {folder}`"
+        )
+    else:
+        fix = f"no such file; {PACK_FIRST}"
+    raise FormatError(f"{redact_url(text)}: index not found: {fix}")
+
+
+def on_disk(text: str) -> BracePattern:
+    """``text``'s pattern, once a local one's first and last shards are on disk (two stats, at any size).
+
+    Checked when the dataset is made, not when a worker first reads a shard mid-epoch; a shard inside the
+    range that is missing still fails as it is read. Remote and ``pipe:`` patterns are not asked for here:
+    making a dataset sends no request.
+    """
+    pattern = BracePattern(text)
+    if scheme_of(text) != "file":
+        return pattern
+    shown = redact_url(text)
+    if len(pattern) == 1 and "{" not in text:
+        if not os.path.exists(local_path(text)):
+            raise FormatError(f"{shown} does not exist: no such folder, index or shard; {PACK_FIRST}")
+        return pattern
+    for which, shard in (("first", 0), ("last", len(pattern) - 1)):
+        path = local_path(pattern[shard])
+        if os.path.exists(path):
+            continue
+        folder = os.path.dirname(path) or "."
+        why = (
+            "the pattern is wider than the shards on disk"
+            if shard
+            else "check the pattern against the shards on disk"
+        )
+        see = f"ls {folder} to see them" if os.path.isdir(folder) else f"no such folder {folder}"
+        named = f"the pattern names {len(pattern)} shards; the {which}, {path}, does not exist"
+        raise FormatError(f"{shown}: {named}: {why} ({see})")
+    return pattern
 
 
 def _from_rows(index: DatasetIndex, url: str) -> tuple[Sequence[str], np.ndarray, np.ndarray | None]:

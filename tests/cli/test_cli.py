@@ -117,4 +117,4 @@ def test_stream_command_reads_a_packed_dataset(tmp_path, corpus):
     limited = runner.invoke(app, ["stream", str(tmp_path), "--json", "--limit", "5", "--world-size", "2"])
     assert json.loads(limited.stdout)["samples"] == 5
     missing = runner.invoke(app, ["stream", str(tmp_path / "nothing-{0..1}.tar")])
-    assert missing.exit_code == 1 and "shard not found" in missing.output
+    assert missing.exit_code == 1 and "nothing-0.tar, does not exist" in missing.output

@@ -141,6 +141,9 @@ def test_a_worker_error_reaches_the_main_process(damaged, context):
 
 def test_missing_shard_raises_with_its_url(damaged):
     index, _, _, _ = damaged
-    ds = ShardDataset(str(index.parent / "train-000003.tar"), decode=False)
+    shard = index.parent / "train-000003.tar"
+    shard.touch()  # there when the dataset is made (a missing local path is refused then), gone when read
+    ds = ShardDataset(str(shard), decode=False)
+    shard.unlink()
     with pytest.raises(ShardReadError, match=r"train-000003\.tar: shard not found"):
         list(ds)

@@ -11,26 +11,21 @@ from streamer.placement.shards import ShardList
 from tests.conftest import write_dataset
 
 
-def test_a_list_of_patterns_is_every_pattern_end_to_end_in_order():
-    shards = ShardList.from_source(["/x/a-{0..2}.tar", "/y/b-{08..10}.tar", "/z/c.tar", "/w/{p,q}.tar"])
-    expected = [
-        "/x/a-0.tar",
-        "/x/a-1.tar",
-        "/x/a-2.tar",
-        "/y/b-08.tar",
-        "/y/b-09.tar",
-        "/y/b-10.tar",
-        "/z/c.tar",
-        "/w/p.tar",
-        "/w/q.tar",
-    ]
+def test_a_list_of_patterns_is_every_pattern_end_to_end_in_order(tmp_path):
+    names = ["x/a-0", "x/a-1", "x/a-2", "y/b-08", "y/b-09", "y/b-10", "z/c", "w/p", "w/q"]
+    expected = [f"{tmp_path}/{name}.tar" for name in names]
+    for path in expected:  # local patterns are checked on disk (their ends) when the list is made
+        Path(path).parent.mkdir(exist_ok=True)
+        Path(path).touch()
+    patterns = ["x/a-{0..2}.tar", "y/b-{08..10}.tar", "z/c.tar", "w/{p,q}.tar"]
+    shards = ShardList.from_source([f"{tmp_path}/{pattern}" for pattern in patterns])
     assert len(shards) == len(shards.urls) == 9
     assert [shards.urls[i] for i in range(9)] == expected
-    assert shards.urls[-1] == "/w/q.tar" and shards.urls[-9] == "/x/a-0.tar"
+    assert shards.urls[-1] == expected[-1] and shards.urls[-9] == expected[0]
     with pytest.raises(IndexError):
         shards.urls[9]
     assert shards.counts is None and shards.total is None
-    assert ShardList.from_source([Path("/z/c.tar")]).urls[0] == "/z/c.tar"
+    assert ShardList.from_source([tmp_path / "z/c.tar"]).urls[0] == expected[6]
 
 
 def test_a_dataset_over_a_list_of_patterns_reads_every_shard_of_every_pattern(tmp_path):
