@@ -14,6 +14,7 @@ from tests.conftest import write_dataset
 
 SCRIPT = Path(__file__).parents[1] / "scripts" / "ddp_train.py"
 ELASTIC = Path(__file__).parents[1] / "scripts" / "elastic_run.py"
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "train_ddp.py"
 COUNTS = [97, 1, 0, 38, 5, 160, 12]  # fewer shards than ranks x workers would need to be whole
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1"]
 
@@ -58,8 +59,9 @@ def test_the_ddp_example_runs(tmp_path):
 
     raw = make_jpegs(tmp_path / "raw", 60, size=(32, 32))
     pack(raw, tmp_path / "shards", PackOptions(max_count=7))
-    example = Path(__file__).resolve().parents[3] / "examples" / "train_ddp.py"
-    command = _torchrun_command(2, str(example), str(tmp_path / "shards"), str(tmp_path / "ckpt.pt"))
+    command = _torchrun_command(
+        2, str(EXAMPLE), str(tmp_path / "shards"), "--checkpoint", str(tmp_path / "ckpt.pt")
+    )
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     result = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env, check=False)
     assert result.returncode == 0, result.stderr[-4000:]
@@ -67,10 +69,38 @@ def test_the_ddp_example_runs(tmp_path):
     assert (tmp_path / "ckpt.pt").exists()
 
 
-def _torchrun(ranks: int, *args: str) -> None:
+def test_the_ddp_examples_checkpoint_saved_on_2x2_resumes_on_3x1_every_sample_once(tmp_path):
+    """The example's checkpoint (the README's gather recipe) taken mid-epoch continues on another world."""
+    from packer import PackOptions, pack
+    from shardstream_cli.demo.synth import make_jpegs
+
+    count = 96
+    raw = make_jpegs(tmp_path / "raw", count, size=(16, 16))
+    pack(raw, tmp_path / "shards", PackOptions(max_count=7))
+    shards, ckpt = str(tmp_path / "shards"), str(tmp_path / "ckpt.pt")
+    runs = []
+    for n, (ranks, extra) in enumerate([(2, ["--stop-after", "3"]), (3, ["--workers", "1", "--resume"])]):
+        out = tmp_path / f"keys-{n}"
+        out.mkdir()
+        args = ["--checkpoint", ckpt, "--checkpoint-every", "3", "--keys-out", str(out), *extra]
+        _torchrun(ranks, str(EXAMPLE), shards, *args, cwd=tmp_path)  # what it writes stays in tmp_path
+        runs.append([json.loads((out / f"rank-{r}.json").read_text()) for r in range(ranks)])
+    saved, resumed = runs
+    assert all(len(rank["0"]) == 3 * 8 for rank in saved)  # three batches of eight on each old rank
+    first = Counter(k for run in runs for rank in run for k in rank.get("0", []))
+    assert max(first.values()) == 1  # nothing of epoch 0 read twice across the save and the restore
+    assert count - len(first) <= 3 - 1  # the restore's deal leaves out fewer than its world size
+    assert len({len(rank["0"]) for rank in resumed}) == 1  # equal batches, so DDP did not hang
+    second = Counter(k for rank in resumed for k in rank["1"])
+    assert max(second.values()) == 1 and len(second) == count  # the next epoch is 3x1's own, whole
+
+
+def _torchrun(ranks: int, *args: str, cwd: Path | None = None) -> None:
     command = _torchrun_command(ranks, *args)
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    result = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env, check=False)
+    result = subprocess.run(
+        command, capture_output=True, text=True, timeout=300, env=env, check=False, cwd=cwd
+    )
     assert result.returncode == 0, result.stderr[-4000:]
 
 
