@@ -39,7 +39,8 @@ class LocalHead:
     """A ``ray start --head`` in a session of its own, ended by ``stop()`` (or by this process's death).
 
     ``stop()`` waits for the whole session to end, up to the head's grace period plus a margin, then kills
-    it: a pack pays about a second at its end so that no Ray process outlives it.
+    it: a pack pays up to the grace (3 s; Ray's raylet and GCS rarely end sooner on TERM) at its end so that
+    no Ray process outlives it.
     """
 
     def __init__(self, process: subprocess.Popen[bytes], address: str) -> None:
