@@ -60,7 +60,7 @@ def join_url(base: str, name: str) -> str:
         return name
     if "://" in base:
         return base.rsplit("/", 1)[0] + "/" + name
-    return os.path.join(os.path.dirname(base), name)
+    return os.path.normpath(os.path.join(os.path.dirname(base), name))  # "idx/../d/x.tar" shows as "d/x.tar"
 
 
 def _stays_remote(base: str, name: str) -> bool:

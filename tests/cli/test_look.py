@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import json
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -202,8 +203,15 @@ def test_cat_without_a_field_prints_where_the_sample_is(data):
     assert by_position == doc
 
 
-def test_cat_without_a_key_file_reads_in_order_and_says_so(data):
-    result = _ok(["cat", str(data["packed"]), "sample000003", "wav"])
+def test_cat_without_a_key_file_reads_in_order_and_says_so(data, tmp_path):
+    packed = tmp_path / "packed"  # packs write a key file now: this copy's is taken away
+    shutil.copytree(data["packed"], packed)
+    for name in ("shardstream-keys", "shardstream-keys.idx"):
+        (packed / name).unlink()
+    doc = json.loads((packed / "shardstream-index.json").read_text())
+    doc.pop("keys", None)
+    (packed / "shardstream-index.json").write_text(json.dumps(doc))
+    result = _ok(["cat", str(packed), "sample000003", "wav"])
     assert result.stdout_bytes == data["samples"]["sample000003"]["wav"]
     assert "no key file" in result.stderr and "shardstream index" in result.stderr
     bare = _ok(["cat", str(data["indexed"] / "wds-{000000..000001}.tar"), "--position", "5"])
