@@ -28,6 +28,7 @@ from shardstream.mediatypes import AUDIO_EXTENSIONS, IMAGE_EXTENSIONS, RASTER_FO
 
 # option value -> (Pillow format name, extension written)
 _IMAGE_TARGETS = {"jpeg": ("JPEG", "jpg"), "png": ("PNG", "png"), "webp": ("WEBP", "webp")}
+_IMAGE_SPELLINGS = {"jpg": "jpeg"}  # another name for a target, kept as the target's own in the index
 # Pillow's name for what was decoded -> our option value; MPO is what Pillow calls many camera JPEGs.
 _PIL_FORMATS = {"JPEG": "jpeg", "MPO": "jpeg", "PNG": "png", "WEBP": "webp"}
 _AUDIO_TARGETS = ("wav", "flac")
@@ -48,6 +49,9 @@ class MediaOptions:
 
     def __post_init__(self) -> None:
         positive_int_or_none("image_max_side", self.image_max_side)
+        if isinstance(self.image_format, str):  # "jpg", "JPEG": the extension users type, in any case
+            spelled = self.image_format.lower()
+            object.__setattr__(self, "image_format", _IMAGE_SPELLINGS.get(spelled, spelled))
         if self.image_format is not None and self.image_format not in _IMAGE_TARGETS:
             raise ValueError(f"image_format must be jpeg, png or webp, not {self.image_format!r}")
         if not is_positive_int(self.image_quality) or self.image_quality > 100:

@@ -19,6 +19,7 @@ from .progress import PackBar
 
 class ImageFormat(str, Enum):
     jpeg = "jpeg"
+    jpg = "jpg"  # the extension users type; the packer records it as jpeg
     png = "png"
     webp = "webp"
 
@@ -80,7 +81,9 @@ ManifestFormat = Annotated[
 ImageMaxSide = Annotated[
     int | None, typer.Option(help="Downscale images so the longer side fits (EXIF orientation applied).")
 ]
-ImageFormatOption = Annotated[ImageFormat | None, typer.Option(help="Re-encode images to this format.")]
+ImageFormatOption = Annotated[
+    ImageFormat | None, typer.Option(help="Re-encode images to this format.", case_sensitive=False)
+]
 ImageQuality = Annotated[int, typer.Option(help="JPEG/WebP quality when re-encoding.")]
 AudioRate = Annotated[int | None, typer.Option(help="Resample audio to this rate (Hz).")]
 AudioFormatOption = Annotated[AudioFormat | None, typer.Option(help="Re-encode audio to this format.")]

@@ -333,3 +333,32 @@ def test_output_is_deterministic_across_calls_and_processes():
     with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
         there = list(pool.map(run, exts, datas, options))
     assert there == here
+
+
+@pytest.mark.parametrize("spelled", ["jpg", "JPG", "Jpeg", "jpeg"])
+def test_image_format_takes_the_extension_users_type(spelled):
+    """Issue 33, item 9: `--image-format jpg` was refused ("must be jpeg, png or webp")."""
+    options = MediaOptions(image_format=spelled)
+    assert options.image_format == "jpeg"  # one spelling in the index, so a resume with the other matches
+    buffer = io.BytesIO()
+    Image.new("RGB", (8, 6), "red").save(buffer, "PNG")
+    ext, out = process_media("png", buffer.getvalue(), options, source="a")
+    assert ext == "jpg" and decode_image(out).format == "JPEG"
+    with pytest.raises(ValueError, match="image_format must be jpeg, png or webp, not 'gif'"):
+        MediaOptions(image_format="GIF")
+
+
+def test_the_cli_takes_image_format_jpg(tmp_path):
+    import tarfile
+
+    from typer.testing import CliRunner
+
+    from shardstream_cli import app
+
+    (tmp_path / "src").mkdir()
+    Image.new("RGB", (8, 6), "red").save(tmp_path / "src" / "a.png", "PNG")
+    args = ["pack", str(tmp_path / "src"), str(tmp_path / "out"), "--image-format", "JPG"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    with tarfile.open(tmp_path / "out" / "train-000000.tar") as tar:
+        assert [m.name for m in tar] == ["a.jpg"]
