@@ -107,25 +107,30 @@ def main(cpus: int) -> None:
     sys.stdin.buffer.read()  # until the pack closes it, or dies and the kernel does
     os.killpg(0, signal.SIGTERM)
     deadline = time.monotonic() + _GRACE_SECONDS  # Ray's processes end themselves on TERM
-    while time.monotonic() < deadline and _others_in_session():
+    while time.monotonic() < deadline and _others_in_session() != []:
         time.sleep(0.05)
-    os.killpg(0, signal.SIGKILL)  # what is left after the grace, and this process
+    # What is left after the grace: by pid too, since a Ray process may have a process group of its own.
+    for pid in _others_in_session() or ():
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+    os.killpg(0, signal.SIGKILL)  # and this process
 
 
-def _others_in_session() -> bool:
-    """Whether a live process other than this one is in this session (always yes where /proc is not)."""
+def _others_in_session() -> list[int] | None:
+    """The live processes other than this one in this session (None where /proc is not: cannot tell)."""
     me, session = os.getpid(), os.getsid(0)
     proc = Path("/proc")
     if not proc.is_dir():
-        return True
+        return None
+    found = []
     for stat in proc.glob("[0-9]*/stat"):
         try:
             fields = stat.read_text().rsplit(")", 1)[1].split()
         except (OSError, IndexError):
             continue
         if int(stat.parent.name) != me and fields[0] != "Z" and int(fields[3]) == session:
-            return True
-    return False
+            found.append(int(stat.parent.name))
+    return found
 
 
 if __name__ == "__main__":
