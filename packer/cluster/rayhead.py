@@ -116,21 +116,28 @@ def main(cpus: int) -> None:
     os.killpg(0, signal.SIGKILL)  # and this process
 
 
-def _others_in_session() -> list[int] | None:
-    """The live processes other than this one in this session (None where /proc is not: cannot tell)."""
-    me, session = os.getpid(), os.getsid(0)
+def live_sessions() -> dict[int, int] | None:
+    """pid -> session id of every live (not zombie) process, from /proc (None where /proc is not)."""
     proc = Path("/proc")
     if not proc.is_dir():
         return None
-    found = []
+    found = {}
     for stat in proc.glob("[0-9]*/stat"):
         try:
             fields = stat.read_text().rsplit(")", 1)[1].split()
         except (OSError, IndexError):
             continue
-        if int(stat.parent.name) != me and fields[0] != "Z" and int(fields[3]) == session:
-            found.append(int(stat.parent.name))
+        if fields[0] != "Z":
+            found[int(stat.parent.name)] = int(fields[3])
     return found
+
+
+def _others_in_session() -> list[int] | None:
+    """The live processes other than this one in this session (None where /proc is not: cannot tell)."""
+    me, session, live = os.getpid(), os.getsid(0), live_sessions()
+    if live is None:
+        return None
+    return [pid for pid, of in live.items() if of == session and pid != me]
 
 
 if __name__ == "__main__":

@@ -14,6 +14,8 @@ from pathlib import Path
 
 from PIL import Image
 
+from packer.cluster.rayhead import live_sessions
+
 RECORDS = 120
 MISSING = {7, 44, 45, 101}  # records whose image file is never written
 DUPLICATE = ("shared", (3, 97))  # one key in records 3 and 97: two different parts at --partition-rows 40
@@ -109,3 +111,16 @@ def read_keys(outdir: Path) -> list[str]:
 def rejects(outdir: Path) -> list[dict[str, str]]:
     path = outdir / "shardstream-rejects.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def head_below(driver: int) -> int | None:
+    """The Ray head a ``pack --engine ray`` driver started for itself (it leads its own session), if any."""
+    for pid in live_sessions() or {}:
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            ppid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError):
+            continue
+        if ppid == driver and b"packer.cluster.rayhead" in cmdline:
+            return pid
+    return None

@@ -14,8 +14,9 @@ from packer import PackOptions, verify_dataset
 from packer.cluster import pack_in_parts
 from packer.cluster.part import DONE_NAME
 from packer.cluster.plan import PARTS_DIR_NAME, part_dir
+from packer.cluster.rayhead import live_sessions
 from shardstream.format.constants import JOURNAL_NAME
-from tests.cluster.corpus import HeldImage, digests, make_corpus, read_keys
+from tests.cluster.corpus import HeldImage, digests, head_below, make_corpus, read_keys
 
 ROWS = 40
 HELD_RECORD = 70  # in part 1 (records 40..79): its first 16 (one load batch, 14 samples) make a shard
@@ -94,30 +95,12 @@ def test_a_worker_killed_mid_part_is_retried_by_ray_with_the_same_bytes(ray_addr
     assert not (out / PARTS_DIR_NAME).exists()
 
 
-def _sessions() -> dict[int, int]:
-    """pid -> session id of every live process."""
-    found = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if fields[0] != "Z":
-            found[int(stat.parent.name)] = int(fields[3])
-    return found
-
-
 def _head_of(driver: int) -> int:
     """The session of the Ray head a ``pack --engine ray`` driver started for itself."""
-    for pid in _sessions():
-        try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-            ppid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError):
-            continue
-        if ppid == driver and b"packer.cluster.rayhead" in cmdline:
-            return pid  # it leads its own session
-    raise AssertionError(f"no Ray head below the driver {driver}")
+    head = head_below(driver)
+    if head is None:
+        raise AssertionError(f"no Ray head below the driver {driver}")
+    return head  # it leads its own session
 
 
 def test_a_driver_killed_leaves_no_ray_process_and_resume_gives_the_same_bytes(ray_address, tmp_path):
@@ -141,7 +124,7 @@ def test_a_driver_killed_leaves_no_ray_process_and_resume_gives_the_same_bytes(r
         driver.kill()
         driver.wait()
         # The head's whole session goes (Ray's agents too), and the worker with its raylet.
-        _until(lambda: head not in _sessions().values(), "the Ray head's session ending", 30)
+        _until(lambda: head not in (live_sessions() or {}).values(), "the Ray head's session ending", 30)
         _until(lambda: not _alive(worker), "the part's Ray worker ending", 30)  # type: ignore[arg-type]
         held.serve()
         resumed = pack_in_parts(
