@@ -41,6 +41,7 @@ from .source import (
     SourceDecoders,
     all_shards,
     counted_shards,
+    read_sources,
     source_decoder,
     source_opener,
 )
@@ -87,7 +88,7 @@ class Mixture(StreamBase):
     ) -> None:
         super().__init__()
         check_options(sources, max_open=max_open, stratify=stratify)
-        self.sources = [MixSource.of(s, i) for i, s in enumerate(sources)]
+        self.sources = read_sources([MixSource.of(s, i) for i, s in enumerate(sources)])  # weight 0: not read
         self.placement = Placement(
             shuffle=shuffle, seed=seed, remainder=remainder, rank=rank, world_size=world_size
         )

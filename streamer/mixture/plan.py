@@ -43,7 +43,10 @@ class Share:
         if self.size < 1:
             raise ValueError(f"source {self.name!r} has no samples; a mixture source needs at least one")
         if isinstance(self.value, bool) or not self.value > 0:
-            raise ValueError(f"source {self.name!r}: {self.kind} must be > 0, not {self.value!r}")
+            raise ValueError(
+                f"source {self.name!r}: {self.kind} must be > 0, not {self.value!r}; to leave the "
+                "source out of this run, give it weight: 0"
+            )
         if self.kind == "samples" and int(self.value) != self.value:
             raise ValueError(f"source {self.name!r}: samples must be a whole number, not {self.value!r}")
 

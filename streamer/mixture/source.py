@@ -7,6 +7,7 @@ source and the key named. A source must have counts (the packer's index): the pl
 from __future__ import annotations
 
 import bisect
+import numbers
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
@@ -16,6 +17,7 @@ import numpy as np
 
 from shardstream.errors import FormatError, redact_url
 from shardstream.io.openers import OpenOptions
+from shardstream.userwarn import warn_user
 
 from ..chain.opener import ShardOpener
 from ..datasets.options import Reading
@@ -33,8 +35,9 @@ class MixSource:
 
     ``path``: the packer's index (its path, folder or URL; it must have counts). ``name``: what errors and
     the samples' ``__source__`` call it (None: the folder's name). Exactly one of ``weight`` (what the
-    ``repeat`` and ``samples`` sources leave of the epoch is shared in proportion to the weights),
-    ``repeat`` (passes over the source per epoch, fractions allowed) or ``samples`` (samples per epoch).
+    ``repeat`` and ``samples`` sources leave of the epoch is shared in proportion to the weights; ``0``
+    leaves the source out of this run, unopened, with a warning), ``repeat`` (passes over the source per
+    epoch, fractions allowed) or ``samples`` (samples per epoch).
     ``fields``, ``decode``, ``image``, ``image_size``, ``audio_rate``, ``audio_mono``, ``video_frames``
     and ``decoders`` are ShardDataset's, for this source's samples alone (``fields`` as a list or a
     mapping of names to alternatives, ``{"image": "jpg;png", "meta": "json"}``, in YAML too).
@@ -78,15 +81,50 @@ class MixSource:
             text = os.path.dirname(text)
         return os.path.basename(text) or text
 
-    def share(self, size: int) -> Share:
+    def amount(self) -> tuple[str, Any]:
+        """(kind, value) of the one of weight, repeat or samples given; else ValueError naming the source."""
         given = [(kind, getattr(self, kind)) for kind in KINDS if getattr(self, kind) is not None]
         if len(given) != 1:
             raise ValueError(
                 f"source {self.label()!r}: give exactly one of weight, repeat or samples, "
                 f"not {dict(given) or 'none'}"
             )
-        kind, value = given[0]
+        return given[0]
+
+    def left_out(self) -> bool:
+        """Whether ``weight`` is 0: the source is off for this run (an ablation), not an error."""
+        kind, value = self.amount()
+        return (
+            kind == "weight"
+            and isinstance(value, numbers.Real)
+            and not isinstance(value, bool)
+            and value == 0
+        )
+
+    def share(self, size: int) -> Share:
+        kind, value = self.amount()
         return Share(self.label(), size, kind, value)
+
+
+def read_sources(sources: Sequence[MixSource]) -> list[MixSource]:
+    """The sources this run reads: those at ``weight`` 0 are dropped before anything opens their path, so
+    the mixture is the one without them (plan, samples, state), and a warning names each at the caller's
+    line. Their keys are checked as far as that reads nothing; ValueError when every source is left out."""
+    off = [source for source in sources if source.left_out()]
+    for source in off:
+        source_decoder(source)  # its fields and decode options, checked as a read source's are
+    kept = [source for source in sources if not source.left_out()]
+    if not kept:
+        names = ", ".join(repr(source.label()) for source in off)
+        raise ValueError(
+            f"every source has weight 0 ({names}), so none is left to read; give at least one a weight > 0"
+        )
+    for source in off:
+        warn_user(
+            f"source {source.label()!r} has weight 0: left out of this run "
+            "(remove it, or give it a weight > 0 to read it)"
+        )
+    return kept
 
 
 def counted_shards(source: MixSource, opening: OpenOptions) -> ShardList:
