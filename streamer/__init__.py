@@ -21,6 +21,7 @@ _EXPORTS = {
     "ShardCache": "shardstream.io.cache",
     "ShardDataset": "streamer.datasets.shard",
     "ShardMap": "streamer.datasets.shardmap",
+    "StatefulLoader": "streamer.datasets.loader",
     "collate": "streamer.batch.collate",
     "pad_collate": "streamer.batch.collate",
     "raw_collate": "streamer.batch.rawbatch",

@@ -1,4 +1,4 @@
-"""What ShardDataset and Mixture share: the one ``__iter__``, the place check, the counters, pickling.
+"""What ShardDataset and Mixture share: one ``__iter__``, the place and state checks, counters, pickling.
 
 Both keep a ``SharedState`` (``_shared``), a ``Placement`` (``placement``), a loaded state not yet read
 (``_pending``) and the chain in use (``_chain``); workers get a copy with the rank resolved in the parent
@@ -7,13 +7,15 @@ and no chain. Each says only where its chain starts (``_start``) and how it is b
 
 from __future__ import annotations
 
+import copy
 import operator
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from torch.utils.data import IterableDataset, get_worker_info
 
 from ..chain.node import Node
+from ..elastic.restore import loader_dataset_states
 from .options import Placement
 from .shared import SharedState
 
@@ -63,6 +65,42 @@ class StreamBase(IterableDataset):
         """This place's chain for ``epoch``."""
         raise NotImplementedError
 
+    def load_state_dict(self, state: Any) -> None:
+        """Each dataset's own: continue where ``state`` stood, or raise ValueError."""
+        raise NotImplementedError
+
+    def check_state(self, state: Any, *, workers: int | None = None) -> None:
+        """Raise the ValueError loading ``state`` would, and change nothing (a refusal at the first batch
+        comes from a DataLoader worker, as a traceback; this one comes where it is called).
+
+        ``state``: what ``load_state_dict`` takes, checked by loading it into a shallow copy of this
+        dataset (``load_state_dict`` only rebinds attributes; what it fills in place are caches); or a
+        ``StatefulDataLoader``'s ``state_dict()``, checked as its workers would load it: each worker's
+        dataset state loaded into a copy, and, where it holds a chain's state, its place checked against
+        (this rank, this world size, that worker, the loader's workers) as that worker's first batch
+        checks it. ``workers``: the ``num_workers`` of the loader that will load a loader's state (None:
+        the state's own); a loader state saved with another worker count is refused, naming both counts.
+        """
+        loader = loader_dataset_states(state) if isinstance(state, Mapping) else None
+        if loader is None:
+            copy.copy(self).load_state_dict(state)
+            return
+        saved, states = loader
+        if workers is not None and workers != saved:
+            raise ValueError(
+                f"the loader state was saved with {_workers(saved)} but this loader has {_workers(workers)}: "
+                "the stream depends on the worker count, so resume with the same num_workers, or load the "
+                "list of every rank's states into the dataset to continue on another (an elastic restore)"
+            )
+        rank, world = self.placement.resolve()
+        for worker, state_i in states.items():
+            if not state_i:  # the worker saved nothing: it starts afresh
+                continue
+            worker_copy = copy.copy(self)
+            worker_copy.load_state_dict(state_i)
+            # What the worker's first iteration reads of the state, its place checked, before any read.
+            worker_copy._start(worker_copy._pending, (rank, world, worker, max(saved, 1)))
+
     def set_epoch(self, epoch: int) -> None:
         """Like DistributedSampler.set_epoch; reaches DataLoader workers, persistent ones too.
 
@@ -89,3 +127,7 @@ class StreamBase(IterableDataset):
         state["placement"] = self.placement.resolved()
         state["_chain"] = None
         return state
+
+
+def _workers(n: int) -> str:
+    return f"{n} worker{'s' if n != 1 else ''}" if n else "no workers (num_workers=0)"

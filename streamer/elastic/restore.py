@@ -93,23 +93,43 @@ def elastic_pending(
     return {"epoch": epoch, "left": leftover(progress)}
 
 
+def loader_dataset_states(state: Mapping[str, Any]) -> tuple[int, dict[int, Any]] | None:
+    """A StatefulDataLoader's state read: (its ``num_workers``, each worker's dataset state by worker, None
+    where a worker saved none); without workers, ``(0, {0: its dataset state})``. None: not a loader's
+    state. ValueError if its worker snapshots are not the loader's ``worker_0`` .. ``worker_{n-1}``."""
+    if "_snapshot" in state:  # a StatefulDataLoader with workers: the main snapshot holds no dataset state
+        snapshot = state["_snapshot"]
+        snapshots = (snapshot.get("_worker_snapshots") if isinstance(snapshot, Mapping) else None) or {}
+        if not (
+            isinstance(snapshots, Mapping)
+            and sorted(snapshots) == sorted(f"worker_{i}" for i in range(len(snapshots)))
+            and all(isinstance(s, Mapping) for s in snapshots.values())
+        ):
+            raise ValueError(
+                f"the StatefulDataLoader state's worker snapshots are {snapshots!r:.80}: it is damaged"
+            )
+        return len(snapshots), {
+            int(key.rpartition("_")[2]): s.get("dataset_state") for key, s in snapshots.items()
+        }
+    if "dataset_state" in state:  # a StatefulDataLoader without workers
+        return 0, {0: state["dataset_state"]}
+    return None
+
+
 def rank_states(state: Any, i: int) -> tuple[bool, list[Mapping[str, Any]]]:
     """(finished, the dataset states) of one rank's entry: a dataset state or a StatefulDataLoader's."""
     if not isinstance(state, Mapping):
         raise ValueError(f"state {i} is a {type(state).__name__}, not a state dict")
-    if "_snapshot" in state:  # a StatefulDataLoader with workers
-        if state.get("_steps_since_snapshot"):
-            raise ValueError(
-                f"state {i} is a StatefulDataLoader state whose worker snapshots are "
-                f"{state['_steps_since_snapshot']} steps behind (snapshot_every_n_steps > 1); an elastic "
-                "restore cannot replay those steps: save with snapshot_every_n_steps=1"
-            )
-        snapshots = state["_snapshot"].get("_worker_snapshots") or {}
-        found = [s.get("dataset_state") for s in snapshots.values()]
+    if "_snapshot" in state and state.get("_steps_since_snapshot"):
+        raise ValueError(
+            f"state {i} is a StatefulDataLoader state whose worker snapshots are "
+            f"{state['_steps_since_snapshot']} steps behind (snapshot_every_n_steps > 1); an elastic "
+            "restore cannot replay those steps: save with snapshot_every_n_steps=1"
+        )
+    loader = loader_dataset_states(state)
+    if loader is not None:
+        found = loader[1].values()
         return bool(state.get("_iterator_finished")), [s for s in found if s]
-    if "dataset_state" in state:  # a StatefulDataLoader without workers
-        inner = state["dataset_state"]
-        return bool(state.get("_iterator_finished")), [inner] if inner else []
     if "epoch" in state and ("node" in state or "left" in state):
         return False, [state]
     raise ValueError(f"state {i} is neither a ShardDataset state nor a StatefulDataLoader state")

@@ -30,7 +30,7 @@ from ..chain.node import is_int
 from ..datasets.base import Place, check_place
 from ..datasets.saved import saved_fields
 from ..elastic.deal import Plan
-from ..elastic.restore import check_identity, check_identity_keys
+from ..elastic.restore import check_identity, check_identity_keys, loader_dataset_states
 from .elastic import deal_sources
 from .shape import MixtureShape
 
@@ -118,11 +118,8 @@ def _plan_of(value: Any, shape: MixtureShape) -> tuple[list[int], list[Plan]]:
 
 
 def _loader_states(state: Mapping[str, Any]) -> tuple[list[Mapping[str, Any]], bool]:
-    finished = bool(state.get("_iterator_finished"))
-    if "dataset_state" in state:
-        return ([state["dataset_state"]] if state["dataset_state"] else []), finished
-    workers = state["_snapshot"].get("_worker_snapshots") or {}  # the main snapshot holds no dataset state
-    return [w["dataset_state"] for w in workers.values() if w.get("dataset_state")], finished
+    _, workers = loader_dataset_states(state) or (0, {})
+    return [s for s in workers.values() if s], bool(state.get("_iterator_finished"))
 
 
 def _origins(
