@@ -5,7 +5,8 @@ from shardstream.format.verify import verify_dataset
 
 from .media import MediaOptions
 from .options import PackOptions
-from .pack import PackSummary, ProgressHook, pack
+from .pack import PackSummary, pack
+from .progress import ProgressHook
 
 __all__ = [
     "MediaError",

@@ -6,6 +6,7 @@ import contextlib
 import errno
 import os
 import shutil
+import sys
 import time
 import warnings
 from collections.abc import Iterable
@@ -31,6 +32,7 @@ from .keyaudit import KeyAudit, write_key_file, write_keys
 from .load import holds_its_bytes, load_batch
 from .options import PackOptions
 from .outdir import clear_outputs, existing_outputs
+from .progress import PackBar, ProgressHook, count_in_background
 from .rejects import RejectsReport
 from .sample import Reject, Sample, SamplePlan
 from .shardwriter import TarShardWriter, encode_sample
@@ -40,6 +42,9 @@ from .summary import DUPLICATE_ACROSS_SHARDS, PackSummary, summary_from_index
 
 # A full disk, a full quota, a file size limit (ulimit -f): the pack stops; what is published stays.
 NO_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+# The count of SOURCE runs beside the pack and ends first as a rule (a listing against a pack); a slow
+# filesystem gets this long after the pack before the bar closes without a total.
+COUNT_WAIT_S = 2.0
 
 
 def no_space(exc: BaseException, outdir: Path, where: str) -> PackError | None:
@@ -47,16 +52,6 @@ def no_space(exc: BaseException, outdir: Path, where: str) -> PackError | None:
     if not isinstance(exc, OSError) or exc.errno not in NO_SPACE:
         return None
     return PackError(f"{outdir}: disk full at {where} ({exc.strerror}); free space and rerun with --resume")
-
-
-class ProgressHook:
-    """What the CLI's progress bar sees; the library itself prints nothing."""
-
-    def sample(self, nbytes: int) -> None: ...
-    def shard(self, count: int) -> None: ...
-    def reject(self, reject: Reject) -> None: ...
-    def part(self, samples: int, nbytes: int, shards: int) -> None:
-        """A whole part packed elsewhere (a Ray task): its samples, payload bytes and shards at once."""
 
 
 class Packer:
@@ -159,6 +154,8 @@ class Packer:
             load_batch, remaining, workers=o.workers, args=(media,), pool=self.pool, inline=inline
         )
         position = self.progress.position
+        if position:
+            self.hook.resumed(position)
         self.writing = len(self.progress.shards)
         try:
             for item in loaded:
@@ -259,28 +256,49 @@ def pack(
     options: PackOptions | None = None,
     *,
     hook: ProgressHook | None = None,
+    progress: bool | None = None,
 ) -> PackSummary:
     """Pack SOURCE into size-capped tar shards plus an index in OUTDIR.
 
     SOURCE is a directory of raw files, a manifest, a Parquet or Arrow table (file or folder), or any
     iterable of dicts whose values are bytes, paths or JSON values (a generator, an HF ``datasets``
-    Dataset or IterableDataset). With ``resume``, an iterable is read again from its start."""
+    Dataset or IterableDataset). With ``resume``, an iterable is read again from its start.
+
+    ``hook``: a ``ProgressHook`` told of every sample, shard and reject. ``progress``: draw a progress bar
+    on stderr (samples done of SOURCE's total, counted in the background, with an ETA); None: when stderr
+    is a terminal and no ``hook`` is given (in a notebook, pass True)."""
     options = options or PackOptions()
+    bar = None
+    if hook is None and (progress or (progress is None and sys.stderr.isatty())):
+        hook = bar = PackBar(quiet=False)
+    try:
+        return _pack(source, Path(outdir), options, hook or ProgressHook())
+    finally:
+        if bar is not None:
+            bar.close()
+
+
+def _pack(
+    source: str | os.PathLike[str] | Iterable[Any], out: Path, options: PackOptions, hook: ProgressHook
+) -> PackSummary:
     started = time.monotonic()
-    out = Path(outdir)
     if isinstance(source, (str, os.PathLike)):
         source = os.fspath(source)
         if not os.path.exists(source):
             raise PackError(f"{source}: no such directory or manifest file")
-        packer = Packer(source, out, options, hook or ProgressHook())
+        packer = Packer(source, out, options, hook)
     elif isinstance(source, (bytes, dict)) or not isinstance(source, Iterable):
         raise ValueError(f"source must be a path or an iterable of dicts, not {type(source).__name__}")
     else:
-        packer = Packer(describe_records(source), out, options, hook or ProgressHook(), records=source)
+        packer = Packer(describe_records(source), out, options, hook, records=source)
     if packer.prepare():
         return summary_from_index(out, started)
+    counting = count_in_background(hook, source, options.manifest_format)
     try:
-        return _run_and_index(packer, started)
+        summary = _run_and_index(packer, started)
+        if counting is not None:
+            counting.join(timeout=COUNT_WAIT_S)  # the last bar shows the total, unless counting is stuck
+        return summary
     except OSError as exc:  # a failure in the loop is already a PackError naming its shard
         full = no_space(exc, out, "the end of the pack (the key file, the rejects, the index)")
         if full is None:

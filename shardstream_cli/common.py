@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import os
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -57,6 +58,24 @@ def fail(message: str, code: int = 1) -> typer.Exit:
 
 def echo_json(doc: Any) -> None:
     typer.echo(json.dumps(doc, indent=2))
+
+
+def shown_path(path: str | os.PathLike[str] | None) -> str | None:
+    """A local path as every command prints it: relative to the working folder when inside it, else
+    absolute, however it was given or made; URLs (and None) as they are, credentials removed."""
+    if path is None:
+        return None
+    text = os.fspath(path)
+    if "://" in text or text.startswith("pipe:"):
+        return redact_url(text)
+    full = os.path.abspath(text)
+    here = os.getcwd()
+    return os.path.relpath(full, here) if full.startswith(here.rstrip(os.sep) + os.sep) else full
+
+
+def shown_paths(doc: dict[str, Any], *keys: str) -> dict[str, Any]:
+    """``doc`` with the paths under ``keys`` as ``shown_path`` prints them (for --json)."""
+    return {**doc, **{key: shown_path(doc[key]) for key in keys if doc.get(key) is not None}}
 
 
 def index_path(index: Path) -> Path:

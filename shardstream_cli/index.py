@@ -11,7 +11,7 @@ import typer
 from shardstream.errors import ShardstreamError
 from shardstream.sizes import format_size
 
-from .common import JsonFlag, QuietFlag, echo_json, fail
+from .common import JsonFlag, QuietFlag, echo_json, fail, shown_path, shown_paths
 
 Source = Annotated[
     str,
@@ -84,7 +84,7 @@ def index_command(
     finally:
         bar.close()
     if as_json:
-        echo_json(summary.to_json())
+        echo_json(shown_paths(summary.to_json(), "index", "out", "rejects"))
     else:
         _print(summary)
     if summary.index is None and summary.part is None:
@@ -115,10 +115,10 @@ def _print(summary: Any) -> None:
             f"{summary.seconds}s{note}"
         )
         typer.echo(f"pattern: {summary.pattern or '(none: the index lists the shard names)'}")
-        typer.echo(f"index:   {summary.index}")
+        typer.echo(f"index:   {shown_path(summary.index)}")
     for problem in summary.problems:
         where = f" at byte {problem['offset']}" if problem["offset"] is not None else ""
-        typer.echo(f"{problem['kind']}: {problem['shard']}{where}: {problem['reason']}")
+        typer.echo(f"{problem['kind']}: {shown_path(problem['shard'])}{where}: {problem['reason']}")
     if summary.duplicate_keys:
         typer.echo(
             f"keys held by more than one sample: {summary.duplicate_keys} (lookup finds the first; "

@@ -70,7 +70,9 @@ def info_command(index: IndexSource, as_json: JsonFlag = False) -> None:
     if as_json:
         echo_json(doc)
         return
-    for name, value in doc.items():
+    # Sizes as pack and stats print them (104.0 MB), the exact count beside; --json keeps the integer.
+    shown = {**doc, "bytes": f"{format_size(loaded.bytes)} ({loaded.bytes:,} bytes)"}
+    for name, value in shown.items():
         typer.echo(f"{name + ':':10}{value}")
 
 

@@ -13,8 +13,7 @@ import typer
 from shardstream.errors import ShardstreamError
 from shardstream.sizes import format_size, parse_size
 
-from .common import JsonFlag, QuietFlag, echo_json, fail
-from .progress import PackBar
+from .common import JsonFlag, QuietFlag, echo_json, fail, shown_path, shown_paths
 
 
 class ImageFormat(str, Enum):
@@ -167,6 +166,8 @@ def pack_command(
         options = pack_options(values)
     except ValueError as exc:
         raise fail(str(exc), 2) from exc
+    from packer.progress import PackBar
+
     bar = PackBar(bool(values["quiet"]) or (as_json and not sys.stderr.isatty()))
     try:
         with warnings.catch_warnings(record=True) as caught:
@@ -266,18 +267,19 @@ def _enum_value(value: Any) -> Any:
 
 def print_summary(summary: Any, as_json: bool) -> None:
     if as_json:
-        echo_json(summary.to_json())
+        echo_json(shown_paths(summary.to_json(), "index", "rejects"))
         return
+    index, rejects = shown_path(summary.index), shown_path(summary.rejects)
     typer.echo(
         f"packed {summary.samples} samples into {summary.shards} shards ({format_size(summary.bytes)}) "
         f"in {summary.seconds}s"
     )
     typer.echo(f"pattern: {summary.pattern}")
-    typer.echo(f"index:   {summary.index}")
+    typer.echo(f"index:   {index}")
     if summary.skipped or summary.duplicate_keys:
         detail = ", ".join(f"{k}: {n}" for k, n in sorted(summary.rejected.items()))
-        typer.echo(f"skipped: {summary.skipped} ({detail}); see {summary.rejects}")
+        typer.echo(f"skipped: {summary.skipped} ({detail}); see {rejects}")
     if summary.duplicate_keys:
-        typer.echo(f"duplicate keys across shards (kept): {summary.duplicate_keys}; see {summary.rejects}")
+        typer.echo(f"duplicate keys across shards (kept): {summary.duplicate_keys}; see {rejects}")
     if summary.oversized:
         typer.echo(f"oversized samples (alone in their shard): {summary.oversized}")

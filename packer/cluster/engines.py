@@ -14,7 +14,7 @@ from shardstream.parallel import process_pool
 
 from ..options import PackOptions
 from ..outdir import clear_outputs, existing_outputs
-from ..pack import ProgressHook
+from ..progress import ProgressHook
 from ..summary import PackSummary
 from .commit import commit, committed
 from .part import PartResult, part_done, run_part
@@ -124,6 +124,9 @@ def pack_in_parts(
     done = [part_done(store, n) for n in range(len(plan.slices))]
     todo = [n for n, result in enumerate(done) if result is None]
     resumed = sum(len(result.shards) for result in done if result is not None)
+    hook.total(sum(piece.count for piece in plan.slices))  # the plan counted them: no second pass
+    if len(todo) < len(done):
+        hook.resumed(sum(piece.count for n, piece in enumerate(plan.slices) if done[n] is not None))
     where = store.url if store.remote else str(store.root)  # type: ignore[union-attr]
     if engine == "local":
         # One loader pool for every part: its workers' start-up (imports) is paid once, not per part.
@@ -135,9 +138,11 @@ def pack_in_parts(
         from .onray import run_on_ray
 
         def finished(result: PartResult) -> None:
-            hook.part(result.samples, result.payload_bytes, len(result.shards))
+            hook.part(result.samples, result.payload_bytes, len(result.shards), sum(result.rejected.values()))
 
-        run_on_ray(where, todo, address=ray_address, in_flight=options.workers, on_done=finished)
+        run_on_ray(
+            where, todo, address=ray_address, in_flight=options.workers, on_done=finished, note=hook.note
+        )
     summary = commit(store, resumed_from_shard=resumed)
     summary.seconds = round(time.monotonic() - started, 3)
     return summary

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -31,6 +32,10 @@ def _import_ray(*, own_head: bool) -> Any:
     return ray
 
 
+def _silent(text: str) -> None:
+    """What the library says by default: nothing."""
+
+
 def run_on_ray(
     outdir: str,
     numbers: Sequence[int],
@@ -38,16 +43,22 @@ def run_on_ray(
     address: str | None,
     in_flight: int,
     on_done: Callable[[PartResult], None],
+    note: Callable[[str], None] | None = None,
 ) -> None:
     """Run ``numbers``' parts as Ray tasks, at most ``in_flight`` at once; on a cluster at ``address``, or
-    on a head started here for this pack alone (``in_flight`` CPUs)."""
+    on a head started here for this pack alone (``in_flight`` CPUs). ``note``: told of the head's start,
+    which takes seconds with nothing else to show."""
     ray = _import_ray(own_head=address is None)
     head = None
     connected_here = not ray.is_initialized()
     try:
         if connected_here:
             if address is None:
+                note = note or _silent
+                note(f"starting a Ray head for this pack ({in_flight} CPUs; a few seconds)")
+                started = time.monotonic()
                 head = LocalHead.start(in_flight)
+                note(f"Ray head up at {head.address} in {time.monotonic() - started:.1f}s; packing parts")
             ray.init(address=address or head.address, logging_level=logging.ERROR)  # type: ignore[union-attr]
         task = ray.remote(num_cpus=1, max_retries=RETRIES)(_part_task)
         waiting = list(numbers)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,20 +16,31 @@ __all__ = ["LAYOUTS", "run_demo"]
 LAYOUTS = ("directory", "manifest")
 
 
-def run_demo(workdir: Path | None = None, samples: int = 48, workers: int = 2) -> dict[str, Any]:
-    """Pack ``samples`` synthetic samples from a folder and from a manifest, stream both back; a summary."""
+def run_demo(
+    workdir: Path | None = None, samples: int = 48, workers: int = 2, say: Callable[[str], None] | None = None
+) -> dict[str, Any]:
+    """Pack ``samples`` synthetic samples from a folder and from a manifest, stream both back; a summary.
+    ``say``: told of each step as it starts (the CLI writes them to stderr), with the seconds so far."""
     from packer import PackOptions, pack
 
     from .synth import make_corpus  # numpy and Pillow: only when the demo runs, not for `--help`
 
+    started = time.monotonic()
+
+    def step(text: str) -> None:
+        if say is not None:
+            say(f"[{time.monotonic() - started:5.1f}s] {text}")
+
     with tempfile.TemporaryDirectory(prefix="shardstream-demo-") as tmp:
         root = workdir or Path(tmp)
-        started = time.monotonic()
+        step(f"making a corpus of {samples} samples (images, audio, video, text) in {root / 'corpus'}")
         corpus = make_corpus(root / "corpus", samples)
         options = PackOptions(max_size=64 * 1024, overwrite=True)
         result: dict[str, Any] = {"corpus_samples": corpus.samples}
         for layout, source in zip(LAYOUTS, (corpus.files_dir, corpus.manifest), strict=True):
-            summary = pack(source, root / f"shards-{layout}", options)
+            step(f"packing the {layout} layout into {root / f'shards-{layout}'}")
+            summary = pack(source, root / f"shards-{layout}", options, progress=False)
+            step(f"streaming it back, decoded, with {workers} DataLoader workers")
             result[layout] = {
                 "pattern": summary.pattern,
                 "shards": summary.shards,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -9,7 +10,7 @@ import typer
 
 from shardstream.sizes import format_size
 
-from ..common import JsonFlag, echo_json
+from ..common import JsonFlag, QuietFlag, echo_json
 
 Workdir = Annotated[
     Path | None, typer.Option(help="Keep the corpus and shards here (default: a temp folder).")
@@ -19,7 +20,11 @@ Workers = Annotated[int, typer.Option(help="DataLoader workers for the streaming
 
 
 def demo_command(
-    workdir: Workdir = None, samples: Samples = 48, workers: Workers = 2, as_json: JsonFlag = False
+    workdir: Workdir = None,
+    samples: Samples = 48,
+    workers: Workers = 2,
+    quiet: QuietFlag = False,
+    as_json: JsonFlag = False,
 ) -> None:
     """Make a small multimodal corpus, pack it, stream it back decoded through a DataLoader, summarise.
 
@@ -27,7 +32,8 @@ def demo_command(
     """
     from . import LAYOUTS, run_demo
 
-    result = run_demo(workdir, samples, workers)
+    say = None if quiet or (as_json and not sys.stderr.isatty()) else _to_stderr
+    result = run_demo(workdir, samples, workers, say=say)
     if as_json:
         echo_json(result)
         return
@@ -42,3 +48,7 @@ def demo_command(
             typer.echo(f"{'':12}{kind:5} x{info['count']:<3} {info['example']}")
         typer.echo(f"{'':12}errors: {r['errors']}")
     typer.echo(f"done in {result['seconds']}s")
+
+
+def _to_stderr(text: str) -> None:
+    typer.echo(text, err=True)

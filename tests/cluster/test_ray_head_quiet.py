@@ -1,4 +1,5 @@
-"""A ``pack --engine ray`` that succeeds says nothing alarming and leaves no process of its own Ray head."""
+"""A ``pack --engine ray`` that succeeds says nothing alarming and leaves no process of its own Ray head;
+it says while it starts the head (seconds with nothing else to show), and its bar has the plan's total."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ def test_a_successful_ray_pack_prints_no_warning_and_leaves_no_ray_process(tmp_p
         (raw / f"{i:03d}.txt").write_text(f"sample {i}")
     command = [
         *(sys.executable, "-m", "shardstream_cli", "pack", str(raw), str(tmp_path / "out")),
-        *("--max-count", "4", "--partition-rows", "6", "--engine", "ray", "--workers", "2", "-q"),
+        *("--max-count", "4", "--partition-rows", "6", "--engine", "ray", "--workers", "2"),
     ]
     driver = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     head = None
@@ -33,6 +34,8 @@ def test_a_successful_ray_pack_prints_no_warning_and_leaves_no_ray_process(tmp_p
     assert driver.returncode == 0, stderr[-4000:]
     assert head is not None, "the pack's Ray head was never seen"
     assert "warning" not in stderr.lower(), stderr[-4000:]
+    assert "starting a Ray head for this pack" in stderr and "Ray head up at" in stderr, stderr[-4000:]
+    assert "12/12 [" in stderr, stderr[-4000:]  # every item of the plan, of a total known from the start
     # Killed processes take a moment to go, on a loaded machine: what is still there after 5 s is left.
     deadline = time.monotonic() + 5
     while (
