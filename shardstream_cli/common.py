@@ -3,9 +3,12 @@ and help laid out by click (plain, reflowed to the terminal up to 80 columns) ra
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
 import os
+import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -54,6 +57,25 @@ def fail(message: str, code: int = 1) -> typer.Exit:
     itself, as a StreamError does) loses the URLs' credentials."""
     typer.secho(f"error: {redact_url(message)}", fg=typer.colors.RED, err=True)
     return typer.Exit(code)
+
+
+@contextlib.contextmanager
+def plain_warnings() -> Iterator[None]:
+    """Warnings shown as ``warning: message`` on stderr while a command runs: the user's line is the
+    shell's command, so the ``file:line:`` Python prefixes would name a line of the CLI. Forked
+    DataLoader workers inherit it."""
+    shown = warnings.showwarning
+
+    def show(
+        message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None
+    ) -> None:
+        typer.secho(f"warning: {redact_url(str(message))}", fg=typer.colors.YELLOW, err=True)
+
+    warnings.showwarning = show
+    try:
+        yield
+    finally:
+        warnings.showwarning = shown
 
 
 def echo_json(doc: Any) -> None:

@@ -11,7 +11,7 @@ import typer
 
 from shardstream.errors import ShardstreamError, redact_url
 
-from .common import JsonFlag, QuietFlag, echo_json, fail
+from .common import JsonFlag, QuietFlag, echo_json, fail, plain_warnings
 
 Source = Annotated[
     str,
@@ -67,19 +67,22 @@ def stream_command(
     Example: shardstream stream configs/mixture-example.yaml --json (a mixture: samples per source too)
     """
     try:
-        if zero_copy and is_mixture(source):
-            raise ValueError("--zero-copy reads one dataset, not a mixture")
-        dataset = _dataset(
-            source,
-            decode=decode and not zero_copy,
-            rank=rank,
-            world_size=world_size,
-            on_error=on_error,
-            zero_copy=zero_copy,
-            defer_reads=defer_reads,
-        )
-        shown = not (quiet or (as_json and not sys.stderr.isatty()))
-        count, members, sources, seconds = _read(dataset, workers, limit, zero_copy=zero_copy, shown=shown)
+        with plain_warnings():  # a weight-0 source's note, on_error="warn"'s skips
+            if zero_copy and is_mixture(source):
+                raise ValueError("--zero-copy reads one dataset, not a mixture")
+            dataset = _dataset(
+                source,
+                decode=decode and not zero_copy,
+                rank=rank,
+                world_size=world_size,
+                on_error=on_error,
+                zero_copy=zero_copy,
+                defer_reads=defer_reads,
+            )
+            shown = not (quiet or (as_json and not sys.stderr.isatty()))
+            count, members, sources, seconds = _read(
+                dataset, workers, limit, zero_copy=zero_copy, shown=shown
+            )
     except (ShardstreamError, ValueError) as exc:
         raise fail(str(exc)) from exc
     summary = {

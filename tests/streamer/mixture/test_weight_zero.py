@@ -74,7 +74,9 @@ def test_weight_0_0_from_yaml_and_from_the_shell(packed, tmp_path):
     )
     assert run.returncode == 0, run.stderr
     assert json.loads(run.stdout)["sources"] == {"llava": 30}
-    assert "source 'ocr' has weight 0: left out of this run" in run.stderr
+    # as a CLI says it: no file:line of the CLI's own code in front (the user's line is the shell's)
+    assert "warning: source 'ocr' has weight 0: left out of this run" in run.stderr
+    assert "stream.py" not in run.stderr and "UserWarning" not in run.stderr, run.stderr
 
 
 def test_every_source_at_weight_0_is_refused(tmp_path):
