@@ -23,7 +23,7 @@ from shardstream.format import REJECTS_NAME, ShardEntry, offsets_name
 from shardstream.format.constants import JOURNAL_NAME, WORK_DIR_NAME
 from shardstream.io.publish import write_atomic
 
-from ..pack import Packer
+from ..loop import Packer
 from ..progress import ProgressHook
 from ..rejects import RejectsReport
 from .plan import Plan, part_rel
