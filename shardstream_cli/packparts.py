@@ -17,7 +17,7 @@ from typer.core import TyperGroup
 
 from shardstream.errors import ShardstreamError
 
-from .common import APP_SETTINGS, JsonFlag, echo_json, fail
+from .common import APP_SETTINGS, JsonFlag, echo_json, fail, shown_path
 from .pack import apply_config, pack_command, pack_options, print_summary
 
 DEFAULT = "run"
@@ -94,13 +94,14 @@ def plan_command(ctx: typer.Context, **params: Any) -> None:
         raise fail(str(exc), 2) from exc
     except ShardstreamError as exc:
         raise fail(str(exc)) from exc
-    doc = {"plan": f"{store.shown}/{PLAN_REL}", "parts": len(plan.slices), "source": plan.source}
+    where = shown_path(store.shown)
+    doc = {"plan": f"{where}/{PLAN_REL}", "parts": len(plan.slices), "source": shown_path(plan.source)}
     if params.get("as_json"):
         echo_json(doc)
     else:
         typer.echo(f"planned {doc['parts']} parts of {plan.partition_rows} records: {doc['plan']}")
         last = doc["parts"] - 1
-        typer.echo(f"next: shardstream pack part {store.shown} --part N  (N = 0..{last}), then commit")
+        typer.echo(f"next: shardstream pack part {where} --part N  (N = 0..{last}), then commit")
 
 
 def _plan_signature() -> None:
