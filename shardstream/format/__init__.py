@@ -8,12 +8,14 @@ from .constants import (
     INDEX_NAME,
     OFFSETS_SUFFIX,
     REJECTS_NAME,
+    SAMPLE_COLUMNS_SUFFIX,
     SHARD_SUFFIX,
 )
 from .index import DatasetIndex, ShardEntry
 from .keys import check_key, member_name, normalize_extension, split_member_name
 from .offsets import decode_offsets, encode_offsets, offsets_name
 from .patterns import BracePattern, shard_digits, shard_name, shard_pattern
+from .samplecols import decode_sample_columns, encode_sample_columns, sample_columns_name
 from .tarheader import end_of_archive, member_header, member_size
 from .tarread import iter_samples
 from .verify import verify_dataset
@@ -24,6 +26,7 @@ __all__ = [
     "INDEX_NAME",
     "OFFSETS_SUFFIX",
     "REJECTS_NAME",
+    "SAMPLE_COLUMNS_SUFFIX",
     "SHARD_SUFFIX",
     "BracePattern",
     "DatasetIndex",
@@ -31,7 +34,9 @@ __all__ = [
     "ShardEntry",
     "check_key",
     "decode_offsets",
+    "decode_sample_columns",
     "encode_offsets",
+    "encode_sample_columns",
     "end_of_archive",
     "iter_samples",
     "member_header",
@@ -39,6 +44,7 @@ __all__ = [
     "member_size",
     "normalize_extension",
     "offsets_name",
+    "sample_columns_name",
     "shard_digits",
     "shard_name",
     "shard_pattern",

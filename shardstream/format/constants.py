@@ -21,3 +21,5 @@ BLOCK = 512
 END_OF_ARCHIVE = 2 * BLOCK
 # A fixed mtime keeps shards byte-identical across runs; 2001-09-09, so GNU tar does not call it implausible.
 FIXED_MTIME = 1_000_000_000
+SAMPLE_COLUMNS_SUFFIX = ".cols"  # a shard's per-sample columns (format/samplecols.py): "NAME.tar.cols"
+SAMPLE_COLUMNS_MAGIC = b"SSSAMPLE"

@@ -15,6 +15,7 @@ from ..errors import FormatError
 from .columns import ShardColumns, columns_name, encode_columns
 from .constants import COLUMNS_THRESHOLD, FORMAT_NAME, FORMAT_VERSION, FORMAT_VERSION_COLUMNS
 from .entry import ShardEntry
+from .samplecols import INTEGER_DTYPES, check_column_name, check_dtype
 
 __all__ = ["COLUMNS_THRESHOLD", "DatasetIndex", "ReadColumns", "ShardEntry"]
 
@@ -32,7 +33,12 @@ class DatasetIndex:
 
     ``save`` writes version 1 (a JSON row per shard) up to COLUMNS_THRESHOLD shards, version 2 beyond
     (the shards in a binary columns file beside the index, ``format/columns.py``). Loaded from version 2,
-    ``shards`` is a read-only ShardColumns that makes each ShardEntry on ``[i]``, never all of them."""
+    ``shards`` is a read-only ShardColumns that makes each ShardEntry on ``[i]``, never all of them.
+
+    ``sample_columns``: the per-sample columns every shard has in its ``.cols`` file (name -> dtype code,
+    ``format/samplecols.py``; empty: none). ``column_sums``: per integer column, each shard's total in
+    shard order, so a planner knows every shard's cost without reading a sidecar. Both are saved only when
+    set; version 2 keeps the sums in the JSON too (8 digits a shard and column: fine to ~10^6 shards)."""
 
     pattern: str | None
     shards: Sequence[ShardEntry]
@@ -43,6 +49,8 @@ class DatasetIndex:
     field_bytes: dict[str, int] = field(default_factory=dict)
     sidecars: str | None = None
     keys: str | None = None
+    sample_columns: dict[str, str] = field(default_factory=dict)
+    column_sums: dict[str, list[int]] = field(default_factory=dict)
 
     @property
     def samples(self) -> int:
@@ -87,6 +95,10 @@ class DatasetIndex:
             head["sidecars"] = self.sidecars
         if self.keys is not None:
             head["keys"] = self.keys
+        if self.sample_columns:
+            head["sample_columns"] = dict(self.sample_columns)
+        if self.column_sums:
+            head["column_sums"] = {name: list(sums) for name, sums in self.column_sums.items()}
         return head
 
     def to_json(self) -> str:
@@ -129,6 +141,7 @@ class DatasetIndex:
                 shards = [ShardEntry(str(n), int(c), int(s), str(h)) for n, c, s, h in doc["shards"]]
             else:
                 shards = _read_columns(doc, pattern, source, read_columns)
+            sample_columns, column_sums = _sample_columns(doc, len(shards), source)
             return cls(
                 pattern=pattern,
                 shards=shards,
@@ -139,6 +152,8 @@ class DatasetIndex:
                 field_bytes=dict(doc.get("field_bytes", {})),
                 sidecars=_relative_folder(doc.get("sidecars"), source),
                 keys=_relative_folder(doc.get("keys"), source),
+                sample_columns=sample_columns,
+                column_sums=column_sums,
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise FormatError(f"{source}: malformed index ({exc!r})") from exc
@@ -212,6 +227,28 @@ def _read_columns(
     if counted is not None and counted != len(columns):
         raise FormatError(f"{where}: {len(columns)} shards, the index {source} says {counted}: {_REBUILD}")
     return columns
+
+
+def _sample_columns(
+    doc: dict[str, Any], count: int, source: str
+) -> tuple[dict[str, str], dict[str, list[int]]]:
+    """The declared per-sample columns and their per-shard sums, checked: names and dtypes as the sidecar
+    layout allows, one non-negative integer a shard, sums only for declared integer columns."""
+    declared, sums = doc.get("sample_columns", {}), doc.get("column_sums", {})
+    if not isinstance(declared, dict) or not isinstance(sums, dict):
+        raise FormatError(f"{source}: sample_columns and column_sums must be objects")
+    for name, dtype in declared.items():
+        check_dtype(check_column_name(name, source=source), dtype, source=source)
+    for name, values in sums.items():
+        if declared.get(name) not in INTEGER_DTYPES:
+            raise FormatError(f"{source}: column_sums has {name!r}, not a declared integer column")
+        if not isinstance(values, list) or len(values) != count:
+            shown = len(values) if isinstance(values, list) else type(values).__name__
+            raise FormatError(f"{source}: column_sums[{name!r}] has {shown} sums for {count} shards")
+        bad = next((v for v in values if isinstance(v, bool) or not isinstance(v, int) or v < 0), None)
+        if bad is not None:
+            raise FormatError(f"{source}: column_sums[{name!r}] holds {bad!r}, not a non-negative integer")
+    return dict(declared), {name: list(values) for name, values in sums.items()}
 
 
 def _beside(source: str, name: str) -> str:

@@ -11,7 +11,7 @@ import hashlib
 import re
 from urllib.parse import urlparse
 
-from .constants import OFFSETS_SUFFIX
+from .constants import OFFSETS_SUFFIX, SAMPLE_COLUMNS_SUFFIX
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 _STEM_LIMIT = 80
@@ -28,3 +28,8 @@ def sidecar_stem(shard: str) -> str:
 
 def offsets_sidecar(shard: str) -> str:
     return sidecar_stem(shard) + OFFSETS_SUFFIX
+
+
+def sample_columns_sidecar(shard: str) -> str:
+    """The per-sample columns file's derived name, beside the offsets sidecar of the same shard."""
+    return sidecar_stem(shard) + SAMPLE_COLUMNS_SUFFIX
