@@ -24,8 +24,11 @@ class PackProgress:
     field_bytes: dict[str, int] = field(default_factory=dict)  # payload bytes per member extension
     oversized: int = 0
     shards: list[ShardEntry] = field(default_factory=list)
+    column_sums: dict[str, list[int]] = field(default_factory=dict)  # per-sample column -> each shard's sum
 
     def to_json(self) -> dict[str, Any]:
+        # A column's sum for the last shard only, as its row: the load rebuilds the lists line by line.
+        sums = {name: values[-1] for name, values in self.column_sums.items() if values}
         return {
             "position": self.position,
             "rejects_bytes": self.rejects_bytes,
@@ -36,6 +39,7 @@ class PackProgress:
             "field_bytes": self.field_bytes,
             "oversized": self.oversized,
             "shard": self.shards[-1].to_row() if self.shards else None,
+            **({"column_sums": sums} if sums else {}),
         }
 
 
@@ -77,6 +81,9 @@ class Journal:
                 break  # a line torn by the kill: the shard it names was never recorded, so redo it
             try:
                 shard = entry["shard"]
+                sums = progress.column_sums
+                if shard is not None and "column_sums" in entry:
+                    sums = {k: [*sums.get(k, []), int(v)] for k, v in entry["column_sums"].items()}
                 progress = PackProgress(
                     position=entry["position"],
                     rejects_bytes=entry["rejects_bytes"],
@@ -89,8 +96,14 @@ class Journal:
                     oversized=entry["oversized"],
                     # None: progress recorded before any shard (every item so far rejected)
                     shards=progress.shards if shard is None else [*progress.shards, ShardEntry(*shard)],
+                    column_sums=sums,
                 )
-            except (KeyError, TypeError) as exc:  # whole JSON, wrong shape: damage, not a torn line
+            except (
+                KeyError,
+                TypeError,
+                ValueError,
+                AttributeError,
+            ) as exc:  # whole JSON, wrong shape: damage, not a torn line
                 raise PackError(
                     f"{self.path}: line {number} is not a journal entry ({type(exc).__name__}: {exc}); "
                     "start over with --overwrite"

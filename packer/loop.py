@@ -21,8 +21,10 @@ from shardstream.format import (
     shard_name,
 )
 from shardstream.format.constants import END_OF_ARCHIVE, JOURNAL_NAME, KEYS_NAME, WORK_DIR_NAME
+from shardstream.format.samplecols import COST, encoded_size, sample_columns_name
 from shardstream.parallel import ordered_map
 
+from .cost import sample_cost
 from .journal import Journal, PackProgress
 from .keyaudit import KeyAudit, write_key_file, write_keys
 from .load import holds_its_bytes, load_batch
@@ -115,6 +117,13 @@ class Packer:
                     f"{path}: the journal lists this shard as done ({entry.size} bytes) but it is missing "
                     "or changed; start over with --overwrite"
                 )
+            cols = path.with_name(sample_columns_name(entry.name))
+            size = encoded_size({COST: "u8"}, entry.samples)
+            if self.options.cost is not None and (not cols.exists() or cols.stat().st_size != size):
+                raise PackError(
+                    f"{cols}: the journal lists its shard as done, but its costs are missing or changed; "
+                    "start over with --overwrite"
+                )
         rejects, kept = self.outdir / REJECTS_NAME, self.progress.rejects_bytes
         if kept and (not rejects.exists() or rejects.stat().st_size < kept):
             raise PackError(
@@ -155,10 +164,14 @@ class Packer:
                     item = Reject(
                         item.source, f"key {item.key!r} repeats a key already in this shard", "duplicate-key"
                     )
+                cost = 0
+                if isinstance(item, Sample) and o.cost is not None:
+                    found = sample_cost(item, o.cost)
+                    item, cost = (found, 0) if isinstance(found, Reject) else (item, found)
                 if isinstance(item, Reject):
                     self._reject(item, rejects)
                 else:
-                    self._write(item, position, rejects)
+                    self._write(item, position, rejects, cost)
                 position += 1
             if self.writer is not None:
                 self._publish(position, rejects)
@@ -191,7 +204,7 @@ class Packer:
         self.progress.rejected[reject.kind] = self.progress.rejected.get(reject.kind, 0) + 1
         self.hook.reject(reject)
 
-    def _write(self, sample: Sample, position: int, rejects: RejectsReport) -> None:
+    def _write(self, sample: Sample, position: int, rejects: RejectsReport, cost: int = 0) -> None:
         chunks = encode_sample(sample)
         nbytes = sum(len(c) for c in chunks)
         if self.writer is not None and not self.writer.fits(nbytes):
@@ -200,7 +213,10 @@ class Packer:
             number = self.writing = len(self.progress.shards)
             path = self.outdir / shard_name(self.options.prefix, number, shard_digits(number + 1))
             self.writer = TarShardWriter(
-                path, max_size=self.options.max_size, max_count=self.options.max_count
+                path,
+                max_size=self.options.max_size,
+                max_count=self.options.max_count,
+                costs=self.options.cost is not None,
             )
         max_size = self.options.max_size
         if max_size is not None and nbytes + END_OF_ARCHIVE > max_size:
@@ -210,7 +226,7 @@ class Packer:
                 f"it gets shard {self.writer.path.name} to itself",
                 stacklevel=2,
             )
-        self.writer.add(sample.key, chunks, nbytes)
+        self.writer.add(sample.key, chunks, nbytes, cost)
         p = self.progress
         p.samples += 1
         p.payload_bytes += sample.nbytes
@@ -224,6 +240,8 @@ class Packer:
         entry = self.writer.close()
         self.work.mkdir(exist_ok=True)
         write_keys(self.work / f"{entry.name}.keys", self.writer.keys, len(self.progress.shards))
+        if self.options.cost is not None:
+            self.progress.column_sums.setdefault(COST, []).append(self.writer.cost_sum)
         self.writer = None
         self.progress.shards.append(entry)
         self.progress.position = position

@@ -15,6 +15,12 @@ _PREFIX = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 @dataclass(frozen=True)
 class PackOptions:
+    """What a pack makes and how. ``cost``: a field of each sample's record (a manifest's row, a folder's
+    KEY.json, a Python record's key) holding a non-negative integer (tokens, or any unit); each shard then
+    gets a ``.cols`` file of these values (``format/samplecols.py``, column "cost", always u8) and the index
+    their sums per shard. A missing, negative, fractional or non-numeric value is a ``bad-cost`` reject.
+    The other fields are documented by ``shardstream pack --help``."""
+
     prefix: str = "train"
     max_size: int | None = 256 * 10**6
     max_count: int | None = None
@@ -28,6 +34,7 @@ class PackOptions:
     strict: bool = False
     resume: bool = False
     overwrite: bool = False
+    cost: str | None = None
 
     def __post_init__(self) -> None:
         if not _PREFIX.match(self.prefix):
@@ -48,6 +55,8 @@ class PackOptions:
             raise ValueError(f"manifest_format must be one of {FORMATS}, not {self.manifest_format!r}")
         if self.resume and self.overwrite:
             raise ValueError("resume and overwrite cannot both be set")
+        if self.cost is not None and (not isinstance(self.cost, str) or not self.cost):
+            raise ValueError(f"cost must name a field of the records, not {self.cost!r}")
         if not isinstance(self.media, MediaOptions):
             raise ValueError(f"media must be MediaOptions, not {self.media!r}")
 
@@ -65,4 +74,6 @@ class PackOptions:
             "manifest_format": self.manifest_format,
         }
         out.update({f"media.{k}": v for k, v in asdict(self.media).items()})
+        if self.cost is not None:  # only when set: indexes packed without it keep their bytes
+            out["cost"] = self.cost
         return out

@@ -5,7 +5,13 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from shardstream.format import INDEX_NAME, OFFSETS_SUFFIX, REJECTS_NAME, SHARD_SUFFIX
+from shardstream.format import (
+    INDEX_NAME,
+    OFFSETS_SUFFIX,
+    REJECTS_NAME,
+    SAMPLE_COLUMNS_SUFFIX,
+    SHARD_SUFFIX,
+)
 from shardstream.format.constants import COLUMNS_NAME, JOURNAL_NAME, KEYS_NAME, WORK_DIR_NAME
 from shardstream.format.keyfile import IDX_SUFFIX
 
@@ -30,7 +36,9 @@ def clear_outputs(outdir: Path, prefix: str) -> None:
 
     remove_parts(LocalStore(outdir))
     for path in outdir.iterdir():
-        ours = path.name.startswith(f"{prefix}-") and path.name.endswith((SHARD_SUFFIX, OFFSETS_SUFFIX))
+        ours = path.name.startswith(f"{prefix}-") and path.name.endswith(
+            (SHARD_SUFFIX, OFFSETS_SUFFIX, SAMPLE_COLUMNS_SUFFIX)
+        )
         hidden_tmp = path.name.startswith(f".{prefix}-") and path.name.endswith(".tmp")
         if ours or hidden_tmp or path.name in _SINGLE:
             path.unlink()

@@ -19,6 +19,7 @@ from shardstream.format import (
     shard_pattern,
 )
 from shardstream.format.constants import KEYS_NAME
+from shardstream.format.samplecols import COST
 
 from .loop import Packer, no_space
 from .options import PackOptions
@@ -118,6 +119,8 @@ def _run_and_index(packer: Packer, started: float) -> PackSummary:
         options=packer.output_options,
         rejected={**progress.rejected, **({DUPLICATE_ACROSS_SHARDS: duplicates} if duplicates else {})},
         keys=KEYS_NAME,
+        sample_columns={COST: "u8"} if options.cost is not None else {},
+        column_sums=progress.column_sums,
     )
     index.save(out / INDEX_NAME)
     packer.journal.path.unlink(missing_ok=True)

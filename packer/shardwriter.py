@@ -14,9 +14,11 @@ from shardstream.format import (
     member_header,
     member_name,
     offsets_name,
+    sample_columns_name,
     write_atomic,
 )
 from shardstream.format.constants import END_OF_ARCHIVE
+from shardstream.format.samplecols import COST, encode_sample_columns
 from shardstream.format.tarheader import padded
 from shardstream.io.publish import Publishing
 
@@ -38,9 +40,12 @@ def encode_sample(sample: Sample) -> list[bytes]:
 
 
 class TarShardWriter:
-    """Writes one shard to a temp file; ``close()`` publishes it and its offsets sidecar."""
+    """Writes one shard to a temp file; ``close()`` publishes it and its offsets sidecar (and, with
+    ``costs``, its ``.cols`` file of each sample's cost)."""
 
-    def __init__(self, path: Path, *, max_size: int | None, max_count: int | None) -> None:
+    def __init__(
+        self, path: Path, *, max_size: int | None, max_count: int | None, costs: bool = False
+    ) -> None:
         self.path = path
         self.max_size = max_size
         self.max_count = max_count
@@ -49,6 +54,7 @@ class TarShardWriter:
         # Per-shard bookkeeping only: memory is bounded by the shard, never by the dataset.
         self.offsets = array("q")
         self.keys: dict[str, int] = {}  # key -> sample number in this shard, for the key file
+        self.costs = array("Q") if costs else None
         self._file = Publishing(path, buffering=1 << 20)
         self._handle = self._file.handle
         self._hash = hashlib.sha256()
@@ -59,8 +65,10 @@ class TarShardWriter:
             return False
         return self.max_size is None or self.size + nbytes + END_OF_ARCHIVE <= self.max_size
 
-    def add(self, key: str, chunks: list[bytes], nbytes: int) -> None:
+    def add(self, key: str, chunks: list[bytes], nbytes: int, cost: int = 0) -> None:
         self.offsets.append(self.size)
+        if self.costs is not None:
+            self.costs.append(cost)
         self.keys[key] = self.count
         data = b"".join(chunks)
         self._handle.write(data)
@@ -75,10 +83,17 @@ class TarShardWriter:
         self.offsets.append(self.size)
         self.size += len(tail)
         self._handle.flush()
-        # Sidecar first: a shard under its final name always has its offsets beside it.
+        # Sidecars first: a shard under its final name always has its offsets (and columns) beside it.
+        if self.costs is not None:
+            columns = encode_sample_columns({COST: self.costs}, {COST: "u8"})
+            write_atomic(self.path.with_name(sample_columns_name(self.path.name)), columns)
         write_atomic(self.path.with_name(offsets_name(self.path.name)), encode_offsets(self.offsets))
         self._file.commit()
         return ShardEntry(self.path.name, self.count, self.size, self._hash.hexdigest())
+
+    @property
+    def cost_sum(self) -> int:
+        return sum(self.costs) if self.costs is not None else 0
 
     def abort(self) -> None:
         self._file.abort()

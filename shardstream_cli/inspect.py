@@ -67,11 +67,26 @@ def info_command(index: IndexSource, as_json: JsonFlag = False) -> None:
         "fields": loaded.fields,
         "rejected": loaded.rejected,
     }
+    # Per-sample columns (pack --cost): name -> dtype and total, only when the index declares some.
+    columns = {
+        name: {"dtype": dtype, "total": sum(loaded.column_sums[name]) if name in loaded.column_sums else None}
+        for name, dtype in loaded.sample_columns.items()
+    }
+    if columns:
+        doc["sample_columns"] = columns
     if as_json:
         echo_json(doc)
         return
     # Sizes as pack and stats print them (104.0 MB), the exact count beside; --json keeps the integer.
     shown = {**doc, "bytes": f"{format_size(loaded.bytes)} ({loaded.bytes:,} bytes)"}
+    if columns:
+        del shown["sample_columns"]
+        shown["columns"] = ", ".join(
+            f"{name} ({c['dtype']}, total {c['total']:,})"
+            if c["total"] is not None
+            else f"{name} ({c['dtype']})"
+            for name, c in columns.items()
+        )
     for name, value in shown.items():
         typer.echo(f"{name + ':':10}{value}")
 

@@ -77,6 +77,16 @@ ManifestFormat = Annotated[
     str | None,
     typer.Option(help="jsonl, json, csv, parquet or arrow, when the name (or folder) does not tell."),
 ]
+CostField = Annotated[
+    str | None,
+    typer.Option(
+        "--cost",
+        metavar="FIELD",
+        help="Record field (manifest row, KEY.json) with each sample's cost, a non-negative integer "
+        "such as num_tokens: written per shard to a .cols file, summed in the index; other values "
+        "are rejects of kind bad-cost.",
+    ),
+]
 ImageMaxSide = Annotated[
     int | None, typer.Option(help="Downscale images so the longer side fits (EXIF orientation applied).")
 ]
@@ -133,6 +143,7 @@ def pack_command(
     media_field: MediaField = None,
     member_naming: MemberNaming = Naming.ext,
     manifest_format: ManifestFormat = None,
+    cost: CostField = None,
     image_max_side: ImageMaxSide = None,
     image_format: ImageFormatOption = None,
     image_quality: ImageQuality = 90,
@@ -235,6 +246,7 @@ def pack_options(values: dict[str, Any]) -> Any:
         strict=bool(values["strict"]),
         resume=bool(values["resume"]),
         overwrite=bool(values["overwrite"]),
+        cost=values.get("cost") or None,
     )
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
+from typing import Any
 
 from shardstream.errors import PackError
 from shardstream.format import (
@@ -15,12 +16,14 @@ from shardstream.format import (
     DatasetIndex,
     ShardEntry,
     offsets_name,
+    sample_columns_name,
     shard_digits,
     shard_name,
     shard_pattern,
 )
 from shardstream.format.constants import COLUMNS_NAME, KEYS_NAME, WORK_DIR_NAME
 from shardstream.format.keyfile import IDX_SUFFIX
+from shardstream.format.samplecols import COST
 from shardstream.io.publish import temp_path
 
 from ..keyaudit import KeyAudit, renumber, write_key_file
@@ -72,7 +75,10 @@ def commit(outdir: str | os.PathLike[str] | Store, *, resumed_from_shard: int = 
         folder = part_rel(result.number)
         for entry in result.shards:
             name = shard_name(plan.options.prefix, len(shards), digits)
-            # The sidecar first: a shard under its final name always has its offsets beside it.
+            # Sidecars first: a shard under its final name always has its offsets (and costs) beside it.
+            if plan.options.cost is not None:
+                cols = sample_columns_name(entry.name)
+                store.publish(f"{folder}/{cols}", sample_columns_name(name))
             store.publish(f"{folder}/{offsets_name(entry.name)}", offsets_name(name))
             store.publish(f"{folder}/{entry.name}", name)
             shards.append(ShardEntry(name, entry.samples, entry.size, entry.sha256))
@@ -99,6 +105,7 @@ def commit(outdir: str | os.PathLike[str] | Store, *, resumed_from_shard: int = 
         rejected={**rejected, **({DUPLICATE_ACROSS_SHARDS: duplicates} if duplicates else {})},
         field_bytes=_sum([r.field_bytes for r in results]),
         keys=KEYS_NAME,
+        **_cost_columns(plan, results),
     )
     _save_index(store, index)
     remove_parts(store)
@@ -107,6 +114,14 @@ def commit(outdir: str | os.PathLike[str] | Store, *, resumed_from_shard: int = 
         shutil.rmtree(store.local("fetched"), ignore_errors=True)
     oversized = sum(r.oversized for r in results)
     return _summary(store, started, index, oversized, resumed_from_shard)
+
+
+def _cost_columns(plan: Plan, results: list[PartResult]) -> dict[str, Any]:
+    """With --cost: the index's declaration and each shard's sum, the parts' lists end to end."""
+    if plan.options.cost is None:
+        return {}
+    sums = [s for r in results for s in r.column_sums.get(COST, [])]
+    return {"sample_columns": {COST: "u8"}, "column_sums": {COST: sums}}
 
 
 def _save_index(store: Store, index: DatasetIndex) -> None:

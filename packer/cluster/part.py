@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from shardstream.errors import PackError
-from shardstream.format import REJECTS_NAME, ShardEntry, offsets_name
+from shardstream.format import REJECTS_NAME, ShardEntry, offsets_name, sample_columns_name
 from shardstream.format.constants import JOURNAL_NAME, WORK_DIR_NAME
 from shardstream.io.publish import write_atomic
 
@@ -46,6 +46,7 @@ class PartResult:
     fields: dict[str, int] = field(default_factory=dict)
     rejected: dict[str, int] = field(default_factory=dict)
     field_bytes: dict[str, int] = field(default_factory=dict)  # absent from an older packer's marker
+    column_sums: dict[str, list[int]] = field(default_factory=dict)  # per shard, with --cost
 
     def to_json(self) -> str:
         doc = {**self.__dict__, "shards": [s.to_row() for s in self.shards]}
@@ -133,6 +134,9 @@ def _upload(store: Store, number: int, folder: Path, result: PartResult) -> None
     """Every file the commit needs, then the done marker: a part is done once its marker is there."""
     rel = part_rel(number)
     for entry in result.shards:
+        if result.column_sums:
+            cols = sample_columns_name(entry.name)
+            store.put(folder / cols, f"{rel}/{cols}")
         store.put(folder / offsets_name(entry.name), f"{rel}/{offsets_name(entry.name)}")
         store.put(folder / entry.name, f"{rel}/{entry.name}")
         store.put(folder / WORK_DIR_NAME / f"{entry.name}.keys", f"{rel}/{WORK_DIR_NAME}/{entry.name}.keys")
@@ -173,6 +177,7 @@ def _pack_part(
         fields=progress.fields,
         rejected=progress.rejected,
         field_bytes=progress.field_bytes,
+        column_sums=progress.column_sums,
     )
     (folder / WORK_DIR_NAME).mkdir(exist_ok=True)  # the key files' folder, even for a part of rejects only
     write_atomic(folder / DONE_NAME, result.to_json().encode("utf-8"))

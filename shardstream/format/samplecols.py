@@ -110,6 +110,14 @@ def _column(name: str, values: Any, given: str | None) -> tuple[str, str, np.nda
     return name, code, array.astype("<" + code)
 
 
+def encoded_size(dtypes: Mapping[str, str], samples: int) -> int:
+    """The length of a columns file of these columns (name -> dtype code) and ``samples`` samples."""
+    at = HEADER.size + DESCRIPTOR.size * len(dtypes)
+    for code in dtypes.values():
+        at = _aligned(at) + int(code[1]) * samples
+    return at
+
+
 def decode_sample_columns(data: bytes, *, source: str, samples: int | None) -> dict[str, np.ndarray]:
     """The columns of one shard as read-only arrays over ``data`` (no copy); ``samples``: the count the
     index gives the shard (None: unchecked). Every damage is a FormatError naming ``source``."""
@@ -142,7 +150,7 @@ def decode_sample_columns(data: bytes, *, source: str, samples: int | None) -> d
         start = _aligned(at)
         at = start + int(code[1]) * n
         spans.append((name, code, start))
-    if at != len(data):
+    if at != len(data):  # the same arithmetic as encoded_size, kept inline for each column's start
         raise FormatError(f"{source}: {len(data)} bytes, but its header describes {at}: truncated or padded")
     out: dict[str, np.ndarray] = {}
     for name, code, start in spans:
