@@ -1,0 +1,140 @@
+"""One worker's samples packed into exactly ``target`` batches within a budget, through a bounded window.
+
+Samples arrive as (cost, id) in stream order (after the shuffle buffer). A pool holds up to ``window`` of
+them; each batch takes the pool's largest first, adding what still fits, and stops once it holds its share
+of what is left (remaining cost / batches left), so a worker that packs better than planned spreads its
+samples over the batches it owes instead of running out of them. ``"pack"``: the batch's costs sum to at
+most the budget (what varlen attention packs); ``"pad"``: count x largest cost at most the budget (what
+padding to the longest costs), and taking the pool's largest first groups like lengths.
+
+Exactly ``target`` batches come out, always: once they are out, what is left is counted in
+``left_out``; if the samples run out first, each batch still owed repeats one sample (counted in
+``repeated``). Memory is O(window); the trade-off is the window: larger packs fuller and sorts more.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Hashable, Iterable, Iterator
+from dataclasses import dataclass, field
+
+MODES = ("pack", "pad")
+
+
+@dataclass
+class BatchCounts:
+    """What a worker's batching left out (``left_out``: samples, ``left_out_cost``) and repeated."""
+
+    left_out: int = 0
+    left_out_cost: int = 0
+    repeated: int = 0
+    batches: int = 0
+    costs: list[int] = field(default_factory=list)  # each batch's cost as its mode counts it
+
+
+def batch_cost(costs: list[int], mode: str) -> int:
+    """A batch's cost: the sum ("pack") or count x largest ("pad")."""
+    return sum(costs) if mode == "pack" else len(costs) * max(costs, default=0)
+
+
+def paced_batches(
+    items: Iterable[tuple[int, Hashable]],
+    *,
+    budget: int,
+    target: int,
+    cost: int,
+    samples: int,
+    window: int = 64,
+    mode: str = "pack",
+    counts: BatchCounts | None = None,
+) -> Iterator[list[Hashable]]:
+    """Exactly ``target`` batches (lists of ids) of ``items`` ((cost, id) pairs, each cost in [0, budget]).
+
+    ``cost`` and ``samples``: what ``items`` add up to (they pace the batches; the count holds whatever
+    they are); ``counts``: filled in as batches go out."""
+    check_batching(budget=budget, window=window, mode=mode)
+    if target < 1:
+        raise ValueError(f"target must be >= 1, not {target}")
+    counts = counts if counts is not None else BatchCounts()
+    pool: list[tuple[int, int, Hashable]] = []  # (cost, arrival, id), sorted by cost then arrival
+    remaining_cost, remaining = cost, samples
+    last: Hashable | None = None
+    source = iter(items)
+    arrival = 0
+    exhausted = False
+    while counts.batches < target:
+        while not exhausted and len(pool) < window:
+            try:
+                item_cost, ident = next(source)
+            except StopIteration:
+                exhausted = True
+                break
+            if not 0 <= item_cost <= budget:
+                raise ValueError(f"sample {ident!r} costs {item_cost}, outside [0, budget={budget}]")
+            bisect.insort(pool, (item_cost, arrival, ident))
+            arrival += 1
+        owed = target - counts.batches
+        if not pool:  # out of samples with batches owed: repeat one, counted (none at all: empty)
+            batch, costs = ([last], [0]) if last is not None else ([], [])
+            counts.repeated += len(batch)
+        else:
+            share = -(-max(remaining_cost, 0) // owed)
+            most = max(1, remaining - (owed - 1))  # leave a sample for every batch still owed
+            batch, costs = _take(pool, budget, share, most, mode)
+            remaining_cost -= sum(costs)
+            remaining -= len(batch)
+        counts.batches += 1
+        counts.costs.append(batch_cost(costs, mode))
+        last = batch[0] if batch else last
+        yield batch
+    for item_cost, _, _ in pool:
+        counts.left_out += 1
+        counts.left_out_cost += item_cost
+    for item_cost, _ in source:
+        counts.left_out += 1
+        counts.left_out_cost += item_cost
+
+
+def _take(
+    pool: list[tuple[int, int, Hashable]], budget: int, share: int, most: int, mode: str
+) -> tuple[list[Hashable], list[int]]:
+    """One batch from the pool: its largest first, then the largest that still fits, until the batch holds
+    ``share``, ``most`` samples, or nothing more fits; taken out of the pool."""
+    first_cost, _, first = pool.pop()
+    batch, costs, total = [first], [first_cost], first_cost
+    while pool and len(batch) < most and total < share:
+        if mode == "pack":  # the largest pool entry that still fits
+            at = bisect.bisect_right(pool, budget - total, key=_cost) - 1
+        else:  # every entry is at most the first: the count alone bounds the padded batch
+            at = len(pool) - 1 if (len(batch) + 1) * first_cost <= budget else -1
+        if at < 0:
+            break
+        item_cost, _, ident = pool.pop(at)
+        batch.append(ident)
+        costs.append(item_cost)
+        total += item_cost
+    return batch, costs
+
+
+def unpaced_costs(costs: Iterable[int], *, budget: int, window: int, mode: str) -> Iterator[int]:
+    """The real cost of each batch the window makes while full, with no target to pace to (as full as
+    batches get): what ``target.py`` probes fill with."""
+    pool: list[tuple[int, int, Hashable]] = []
+    for arrival, cost in enumerate(costs):
+        bisect.insort(pool, (cost, arrival, arrival))
+        if len(pool) >= window:
+            yield sum(_take(pool, budget, budget + 1, len(pool), mode)[1])
+
+
+def _cost(entry: tuple[int, int, Hashable]) -> int:
+    return entry[0]
+
+
+def check_batching(*, budget: int, window: int, mode: str) -> None:
+    """ValueError naming the bad option."""
+    if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
+        raise ValueError(f"batch budget must be a positive integer, not {budget!r}")
+    if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+        raise ValueError(f"batch window must be a positive integer, not {window!r}")
+    if mode not in MODES:
+        raise ValueError(f"batching must be one of {', '.join(MODES)}, not {mode!r}")

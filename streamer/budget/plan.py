@@ -1,0 +1,129 @@
+"""One worker's epoch under a token budget, planned from costs alone: its slice, the target, its batches.
+
+Pure functions of (counts, cost sums, cost columns, seed, epoch, place, options): what the stream does
+with the samples' bytes later never changes them, and every rank computes the same target without asking
+another. ``BudgetOptions`` is the knob record; ``slot_plan`` gives a worker's segments, target and
+totals; ``slot_items`` its (cost, id) pairs in segment order, the overlong rule applied and counted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..placement.segments import Segment, shard_order
+from .batcher import check_batching
+from .deal import Column, cost_segments
+from .target import OVERLONG, PROBE_SAMPLES, admit, probe, target_batches
+
+
+@dataclass(frozen=True, kw_only=True)
+class BudgetOptions:
+    """``budget``: a batch's cost at most (tokens, or the unit of the cost column); ``mode``: "pack" (the
+    costs sum to at most the budget) or "pad" (count x largest at most the budget); ``window``: samples the
+    batcher chooses among (larger: fuller batches, more sorted by cost); ``overlong``: a sample over the
+    budget is left out and counted ("skip"), cut to it ("truncate": its cost counts as the budget and the
+    sample is marked), or an error ("error"); ``probe_samples``: samples of the epoch's first shards the
+    fill is probed on."""
+
+    budget: int
+    mode: str = "pack"
+    window: int = 64
+    overlong: str = "skip"
+    probe_samples: int = PROBE_SAMPLES
+
+    def __post_init__(self) -> None:
+        check_batching(budget=self.budget, window=self.window, mode=self.mode)
+        if self.overlong not in OVERLONG:
+            raise ValueError(f"overlong must be one of {', '.join(OVERLONG)}, not {self.overlong!r}")
+        if isinstance(self.probe_samples, bool) or self.probe_samples < 1:
+            raise ValueError(f"probe_samples must be a positive integer, not {self.probe_samples!r}")
+
+
+@dataclass
+class SlotPlan:
+    """A worker's epoch: its ``segments``, the ``target`` batches every worker yields, and the cost and
+    samples its segments hold once the overlong rule has been applied (``skipped``: samples it left out)."""
+
+    segments: list[Segment]
+    target: int
+    cost: int = 0
+    samples: int = 0
+    skipped: int = 0
+    truncated: int = 0
+    probe: dict[str, float] = field(default_factory=dict)
+
+
+def slot_plan(
+    counts: np.ndarray,
+    sums: np.ndarray,
+    column: Column,
+    *,
+    rank: int,
+    world: int,
+    worker: int,
+    workers: int,
+    seed: int,
+    epoch: int,
+    shuffle: bool,
+    options: BudgetOptions,
+) -> SlotPlan:
+    """The plan of worker ``worker`` of rank ``rank``: reads the cost columns of the probe's shards, of
+    the shards its slice's cuts fall in, and of its own shards (streamed, summed: O(1) memory)."""
+    counts = np.asarray(counts, dtype=np.int64)
+    sums = np.asarray(sums, dtype=np.int64)
+    place = {"rank": rank, "world": world, "worker": worker, "workers": workers}
+    segments = cost_segments(counts, sums, column, **place, seed=seed, epoch=epoch, shuffle=shuffle)
+    kept, fill = probe(
+        _probe_costs(counts, column, seed, epoch, shuffle, options.probe_samples),
+        budget=options.budget,
+        window=options.window,
+        mode=options.mode,
+        overlong=options.overlong,
+    )
+    total = int(sums.sum())
+    target = target_batches(total, world * workers, budget=options.budget, kept=kept, fill=fill)
+    plan = SlotPlan(segments, target)
+    plan.probe = {"kept": kept, "fill": fill}
+    for cost, _ in slot_items(segments, column, options, plan):
+        plan.cost += cost
+        plan.samples += 1
+    plan.skipped = plan.truncated = 0  # counted again when the stream goes through them
+    return plan
+
+
+def slot_items(
+    segments: list[Segment], column: Column, options: BudgetOptions, plan: SlotPlan | None = None
+) -> Iterator[tuple[int, tuple[int, int]]]:
+    """(cost, (shard, index)) of every sample of ``segments`` the overlong rule keeps, in order; ``plan``
+    counts the ones it skips or truncates."""
+    for segment in segments:
+        costs = np.asarray(column(segment.shard))
+        stop = len(costs) if segment.stop is None else segment.stop
+        for index in range(segment.start, stop):
+            raw = int(costs[index])
+            cost = admit(raw, options.budget, options.overlong)
+            if cost is None:
+                if plan is not None:
+                    plan.skipped += 1
+                continue
+            if cost != raw and plan is not None:
+                plan.truncated += 1
+            yield cost, (segment.shard, index)
+
+
+def _probe_costs(
+    counts: np.ndarray, column: Column, seed: int, epoch: int, shuffle: bool, wanted: int
+) -> Iterator[int]:
+    """The costs of the epoch's first shards, in its shard order, up to ``wanted`` samples."""
+    given = 0
+    for shard in shard_order(len(counts), seed, epoch, shuffle):
+        if given >= wanted:
+            return
+        if not counts[shard]:
+            continue
+        costs = np.asarray(column(int(shard)))[: wanted - given]
+        given += len(costs)
+        yield from (int(c) for c in costs)
