@@ -18,6 +18,8 @@ import bisect
 from collections.abc import Hashable, Iterable, Iterator
 from dataclasses import dataclass, field
 
+import numpy as np
+
 MODES = ("pack", "pad")
 
 
@@ -98,15 +100,15 @@ def paced_batches(
 def _take(
     pool: list[tuple[int, int, Hashable]], budget: int, share: int, most: int, mode: str
 ) -> tuple[list[Hashable], list[int]]:
-    """One batch from the pool: its largest first, then the largest that still fits, until the batch holds
-    ``share``, ``most`` samples, or nothing more fits; taken out of the pool."""
+    """One batch, taken out of the pool: for "pack", its largest first, then the largest that still fits,
+    until the batch holds ``share``, ``most`` samples, or nothing more fits; for "pad", the run of like
+    costs that pads least (``_pad_run``), cut at ``share``."""
+    if mode == "pad":
+        return _take_run(pool, budget, share, most)
     first_cost, _, first = pool.pop()
     batch, costs, total = [first], [first_cost], first_cost
     while pool and len(batch) < most and total < share:
-        if mode == "pack":  # the largest pool entry that still fits
-            at = bisect.bisect_right(pool, budget - total, key=_cost) - 1
-        else:  # every entry is at most the first: the count alone bounds the padded batch
-            at = len(pool) - 1 if (len(batch) + 1) * first_cost <= budget else -1
+        at = bisect.bisect_right(pool, budget - total, key=_cost) - 1  # the largest that still fits
         if at < 0:
             break
         item_cost, _, ident = pool.pop(at)
@@ -114,6 +116,33 @@ def _take(
         costs.append(item_cost)
         total += item_cost
     return batch, costs
+
+
+def _take_run(
+    pool: list[tuple[int, int, Hashable]], budget: int, share: int, most: int
+) -> tuple[list[Hashable], list[int]]:
+    """The padded batch that wastes least: for each pool entry as the batch's largest, the entries just
+    below it, as many as the budget allows (count x largest); the one holding the most real cost (ties:
+    the larger entry), then cut to the fewest of its largest that reach ``share``. The pool is
+    sorted, so a run of neighbours is a run of like costs."""
+    costs = np.fromiter((entry[0] for entry in pool), dtype=np.int64, count=len(pool))
+    prefix = np.concatenate(([0], np.cumsum(costs)))
+    tops = np.arange(len(pool))
+    with np.errstate(divide="ignore"):
+        room = np.where(costs > 0, budget // np.maximum(costs, 1), len(pool))
+    count = np.minimum(np.minimum(room, tops + 1), max(1, most))
+    real = prefix[tops + 1] - prefix[tops + 1 - count]
+    # What the batch leaves of the budget (padding and room alike): the fullest run of like costs.
+    waste = budget - real
+    top = int(len(pool) - 1 - np.argmin(waste[::-1]))  # the smallest waste; of equals, the largest entry
+    take = int(count[top])
+    reached = np.nonzero(np.cumsum(costs[top - take + 1 : top + 1][::-1]) >= share)[0]
+    if len(reached):
+        take = int(reached[0]) + 1
+    run = pool[top - take + 1 : top + 1]
+    del pool[top - take + 1 : top + 1]
+    run.reverse()
+    return [entry[2] for entry in run], [entry[0] for entry in run]
 
 
 def unpaced_costs(costs: Iterable[int], *, budget: int, window: int, mode: str) -> Iterator[int]:
