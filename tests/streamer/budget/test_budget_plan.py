@@ -177,3 +177,21 @@ def test_a_llava_like_epoch_packs_full_with_little_left_over():
     assert len({len(b) for _, b, _ in runs}) == 1
     assert sum(fills) / (len(fills) * 8192) >= 0.99
     assert left <= 0.005 * len(costs)
+
+
+def test_a_batch_never_passes_the_budget_by_one():
+    """Costs that fit only to the token: 501 + 500 is one over a budget of 1,000."""
+    tally = BatchCounts()
+    batches = list(
+        paced_batches([(501, "a"), (500, "b")], budget=1000, target=1, cost=1001, samples=2, counts=tally)
+    )
+    assert batches == [["a"]] and tally.left_out == 1 and tally.left_out_cost == 500
+
+
+def test_every_batch_still_owed_keeps_a_sample_when_the_totals_given_are_off():
+    """A total told too high (samples that failed to read, say) paces batches too large; the batcher still
+    leaves one sample for each batch it owes, so it repeats nothing while it has samples."""
+    tally = BatchCounts()
+    items = [(1, i) for i in range(5)]
+    batches = list(paced_batches(items, budget=10, target=5, cost=1000, samples=5, counts=tally))
+    assert [len(b) for b in batches] == [1, 1, 1, 1, 1] and tally.repeated == 0
