@@ -44,7 +44,9 @@ _AFTER_JUMP = 64 << 10  # past a large member, read little: the next header is a
 
 @dataclass
 class ShardScan:
-    """What one scan found. ``offsets`` has samples + 1 entries: sample i spans [offsets[i], offsets[i+1])."""
+    """What one scan found. ``offsets`` has samples + 1 entries: sample i spans [offsets[i], offsets[i+1]).
+    ``members``: with ``scan_shard(member=EXT)``, each sample's first member of that extension, its bytes
+    (None: the sample has none); else None."""
 
     offsets: array = field(default_factory=lambda: array("Q"))
     keys: list[str] = field(default_factory=list)
@@ -53,6 +55,7 @@ class ShardScan:
     sha256: str = ""
     damage: str | None = None
     damage_offset: int | None = None
+    members: list[bytes | None] | None = None
 
     @property
     def samples(self) -> int:
@@ -121,18 +124,22 @@ class _Blocks:
         return self.read_to
 
 
-def scan_shard(stream: BinaryIO, *, url: str, checksum: bool = False, size: int | None = None) -> ShardScan:
+def scan_shard(
+    stream: BinaryIO, *, url: str, checksum: bool = False, size: int | None = None, member: str | None = None
+) -> ShardScan:
     """Walk the headers of the tar in ``stream`` (positioned at byte 0); never raises for damage.
 
     ``size`` (a local file's length) lets the walk seek instead of read. With ``checksum`` every byte is
     read and hashed. A sample is complete at its last regular member's end; on damage, the samples complete
     before it are kept and the sample in progress is dropped (its members uncounted): the one a cut member
-    belongs to, or, when a header itself is damaged (its key unknown), the one before it.
+    belongs to, or, when a header itself is damaged (its key unknown), the one before it. ``member`` (an
+    extension, e.g. ``json``): that member's bytes are read too, one a sample (``ShardScan.members``);
+    every other member is still stepped over.
     """
     digest = hashlib.sha256() if checksum else None
     limit = size if not checksum else None  # a known length: member data can be stepped over by seeking
     blocks = _Blocks(stream, seek=limit is not None, digest=digest)
-    walk = _Walk(blocks, url, limit)
+    walk = _Walk(blocks, url, limit, member)
     scan = walk.scan
     try:
         walk.run()
@@ -152,9 +159,9 @@ class _Walk:
     """One shard's header walk: what it has found (``scan``) and its state between headers (pending pax
     records and long name, the sample in progress, which damage undoes)."""
 
-    def __init__(self, blocks: _Blocks, url: str, limit: int | None) -> None:
-        self.blocks, self.url, self.limit = blocks, url, limit
-        self.scan = ShardScan()
+    def __init__(self, blocks: _Blocks, url: str, limit: int | None, member: str | None = None) -> None:
+        self.blocks, self.url, self.limit, self.member = blocks, url, limit, member
+        self.scan = ShardScan(members=None if member is None else [])
         self.key: str | None = None
         self.in_sample: list[tuple[str, int]] = []  # the current sample's (extension, size), undone on damage
         self.sample_end = 0  # where the current sample's last member ends
@@ -245,6 +252,8 @@ class _Walk:
             scan.keys.append(name_key)
             self.key = name_key
             self.in_sample.clear()
+            if scan.members is not None:
+                scan.members.append(None)
         self.in_sample.append((ext, member_size))
         counts = scan.fields.get(ext)
         if counts is None:
@@ -261,8 +270,17 @@ class _Walk:
                 url=self.url,
                 offset=offset,
             )
+        if ext == self.member and scan.members is not None and scan.members[-1] is None:
+            scan.members[-1] = self._data(data_at, member_size)
         self.member_header = starts_at
         self.sample_end = self.offset = end
+
+    def _data(self, data_at: int, member_size: int) -> bytes:
+        """A member's bytes (the one the caller asked for by extension)."""
+        at = self.blocks.at(data_at, member_size)
+        if at < 0:
+            raise ShardReadError("truncated tar: inside a member's data", url=self.url, offset=self.offset)
+        return bytes(self.blocks.view[at : at + member_size])
 
     def damaged(self, exc: ShardReadError | OSError) -> None:
         """Record the damage; the sample in progress is dropped, those before it are whole."""
@@ -274,6 +292,8 @@ class _Walk:
         if scan.keys:
             scan.keys.pop()
             del scan.offsets[len(scan.keys) + 1 if scan.keys else 0 :]
+            if scan.members is not None:
+                del scan.members[len(scan.keys) :]
             for ext, member_size in self.in_sample:
                 scan.fields[ext][0] -= 1
                 scan.fields[ext][1] -= member_size
@@ -281,12 +301,15 @@ class _Walk:
                     del scan.fields[ext]
 
 
-def scan_file(path: str | os.PathLike[str], *, checksum: bool = False, url: str | None = None) -> ShardScan:
-    """Scan a local tar by seeking over member data."""
+def scan_file(
+    path: str | os.PathLike[str], *, checksum: bool = False, url: str | None = None, member: str | None = None
+) -> ShardScan:
+    """Scan a local tar by seeking over member data (``member``: as ``scan_shard`` takes it)."""
     shown = url or os.fspath(path)
     try:
         handle = open_regular(path, buffering=0)  # closed below; our own buffer does the reads
     except OSError as exc:
         return ShardScan(damage=f"cannot open: {exc.strerror or exc}", damage_offset=0)
     with handle:
-        return scan_shard(handle, url=shown, checksum=checksum, size=os.fstat(handle.fileno()).st_size)
+        size = os.fstat(handle.fileno()).st_size
+        return scan_shard(handle, url=shown, checksum=checksum, size=size, member=member)
