@@ -41,6 +41,15 @@ Part = Annotated[
         "a later run without --part merges the parts and writes the index."
     ),
 ]
+Cost = Annotated[
+    str | None,
+    typer.Option(
+        help="A numeric field of each sample's .json record (e.g. num_tokens): its cost, written to a "
+        ".cols sidecar per shard for token budgets. A sample without one is a bad-cost problem and "
+        "the index then has no cost column (fix the records, or use shardstream columns).",
+        metavar="FIELD",
+    ),
+]
 Restart = Annotated[bool, typer.Option(help="Forget an interrupted run's journal and scan everything again.")]
 
 
@@ -52,6 +61,7 @@ def index_command(
     partial_: Partial = False,
     part: Part = None,
     restart: Restart = False,
+    cost: Cost = None,
     quiet: QuietFlag = False,
     as_json: JsonFlag = False,
 ) -> None:
@@ -76,6 +86,7 @@ def index_command(
         restart=restart,
         progress=bar.update,
         planned=bar.plan,
+        cost=cost,
     )
     try:
         summary = index_source(source, options)
@@ -116,6 +127,8 @@ def _print(summary: Any) -> None:
         )
         typer.echo(f"pattern: {summary.pattern or '(none: the index lists the shard names)'}")
         typer.echo(f"index:   {shown_path(summary.index)}")
+        if summary.cost_total is not None:
+            typer.echo(f"cost:    {summary.cost_total:,} in all, a .cols beside each offsets sidecar")
     for problem in summary.problems:
         where = f" at byte {problem['offset']}" if problem["offset"] is not None else ""
         typer.echo(f"{problem['kind']}: {shown_path(problem['shard'])}{where}: {problem['reason']}")

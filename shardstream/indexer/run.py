@@ -5,6 +5,11 @@ journal line; a killed run, rerun, scans only what no line covers. ``part=(i, n)
 n-th of the shards and stops there; a run without ``part`` over the same folder takes every part's lines,
 scans what is left and commits: the key runs merged into the key file, the rejects, the index written
 last. Damaged, missing, empty and compressed shards are left out and reported, never fatal.
+
+``cost``: each sample's .json record is read too (only that member) for a cost field, the rule
+``pack --cost`` follows (``format/costfield.py``), and each shard's costs go to its .cols. A sample without
+a valid cost is a ``bad-cost`` problem, and its shard gets no .cols; the index then declares no cost
+column at all (a column every shard has, or none): a cost of 0 would be a lie a budget planner trusts.
 """
 
 from __future__ import annotations
@@ -20,9 +25,11 @@ from typing import Any
 
 from ..errors import redact_url
 from ..format.constants import INDEX_NAME, INDEX_WORK_NAME, KEYS_NAME, REJECTS_NAME, SIDECARS_DIR
+from ..format.costfield import BAD_COST
 from ..format.index import DatasetIndex, ShardEntry
 from ..format.keyfile import KeyFileWriter
 from ..format.patterns import infer_pattern
+from ..format.samplecols import COST
 from ..io.publish import write_atomic
 from ..io.urls import is_remote
 from ..parallel import ordered_map
@@ -45,6 +52,7 @@ class IndexOptions:
     open_remote: RemoteOpener | None = None
     progress: Progress | None = None  # called with each journal record as it lands
     planned: Callable[[int], None] | None = None  # called once with the number of shards to scan
+    cost: str | None = None  # a field of each sample's .json record: a cost column (module docstring)
 
 
 @dataclass
@@ -62,6 +70,7 @@ class IndexSummary:
     unkeyed: int = 0
     part: str | None = None
     remaining: int = 0  # shards no part has scanned yet (with part=...)
+    cost_total: int | None = None  # with cost=...: the index's cost column summed (None: no column)
     seconds: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
@@ -97,9 +106,13 @@ def index_source(text: str, options: IndexOptions) -> IndexSummary:
         "partial": options.partial,
         "sidecars": sidecars is not None,
     }
+    if options.cost is not None:  # absent otherwise: an interrupted run of an earlier version resumes
+        recorded["cost"] = options.cost
     check_options(work, recorded)
     keys = str(work / "keys")
-    settings = ScanSettings(options.checksum, options.partial, keys, sidecars, options.open_remote)
+    settings = ScanSettings(
+        options.checksum, options.partial, keys, sidecars, options.open_remote, options.cost
+    )
     records = _still_valid(load_records(work))
     first, stop = _part_range(options.part, len(source.urls))
     todo = [(i, source.urls[i], names[i]) for i in range(first, stop) if i not in records]
@@ -219,10 +232,23 @@ def _count(
             problem = {"shard": shard, "kind": kind, "offset": record["offset"], "reason": reason}
             summary.problems.append(problem)
         if _kept(record, partial):
+            _count_bad_costs(summary, record)
             summary.shards += 1
             summary.samples += record["samples"]
             summary.bytes += record["bytes"]
             summary.unkeyed += record["unkeyed"]
+
+
+def _count_bad_costs(summary: IndexSummary, record: dict[str, Any]) -> None:
+    """A kept shard's samples without a valid cost: all counted, the journaled few each a problem."""
+    if not record.get("bad_costs"):
+        return
+    summary.skipped[BAD_COST] = summary.skipped.get(BAD_COST, 0) + record["bad_costs"]
+    more = record["bad_costs"] - len(record["bad_cost_samples"])
+    for bad in record["bad_cost_samples"]:
+        reason = f"sample {bad['key']!r}: {bad['reason']}" + (f" ({more} more in this shard)" if more else "")
+        problem = {"shard": redact_url(record["url"]), "kind": BAD_COST, "offset": bad["offset"]}
+        summary.problems.append({**problem, "reason": reason})
 
 
 def _commit(
@@ -265,6 +291,7 @@ def _commit(
         "checksum": options.checksum,
         "partial": options.partial,
     }
+    columns = _cost_columns([records[i] for i in kept], options.cost)
     index = DatasetIndex(
         pattern=pattern,
         shards=entries,
@@ -274,10 +301,20 @@ def _commit(
         rejected=dict(summary.skipped),
         sidecars=None if sidecars is None else SIDECARS_DIR,
         keys=KEYS_NAME,
+        **columns,
     )
+    if columns:
+        summary.cost_total = sum(columns["column_sums"][COST])
     index.save(out / INDEX_NAME)
     shutil.rmtree(work, ignore_errors=True)
     summary.index, summary.pattern = str(out / INDEX_NAME), pattern
+
+
+def _cost_columns(kept: list[dict[str, Any]], cost: str | None) -> dict[str, Any]:
+    """The index's cost column when every kept shard has its .cols (none: a bad cost, or no ``cost``)."""
+    if cost is None or any("cost_sum" not in record for record in kept):
+        return {}
+    return {"sample_columns": {COST: "u8"}, "column_sums": {COST: [record["cost_sum"] for record in kept]}}
 
 
 def _write_rejects(path: Path, problems: list[dict[str, Any]]) -> None:

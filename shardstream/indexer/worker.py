@@ -13,10 +13,12 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from ..errors import ShardNotFoundError, ShardReadError
+from ..format.costfield import RECORD_MEMBER, BadCost, record_cost
 from ..format.keyfile import key_line
 from ..format.offsets import encode_offsets, offsets_name
+from ..format.samplecols import COST, encode_sample_columns, sample_columns_name
 from ..format.scan import ShardScan, scan_file, scan_shard
-from ..format.sidecars import offsets_sidecar
+from ..format.sidecars import offsets_sidecar, sample_columns_sidecar
 from ..io.publish import write_atomic
 from ..io.urls import is_remote
 
@@ -30,12 +32,23 @@ class ScanSettings:
     runs: str  # folder of the per-shard sorted key runs
     sidecars: str | None  # folder of offsets sidecars under derived names; None: beside each shard
     open_remote: RemoteOpener | None = None
+    cost: str | None = None  # a field of each sample's .json record: its cost, into the shard's .cols
+
+
+BAD_COSTS_SHOWN = 20  # a shard's bad-cost samples named in its journal line (all of them counted)
 
 
 def sidecar_path(settings: ScanSettings, url: str, name: str) -> str:
     if settings.sidecars is None:
         return offsets_name(url)
     return os.path.join(settings.sidecars, offsets_sidecar(name))
+
+
+def columns_path(settings: ScanSettings, url: str, name: str) -> str:
+    """The shard's .cols: beside the shard, or beside its offsets sidecar in the sidecars folder."""
+    if settings.sidecars is None:
+        return sample_columns_name(url)
+    return os.path.join(settings.sidecars, sample_columns_sidecar(name))
 
 
 def run_path(runs: str, shard: int) -> str:
@@ -62,7 +75,7 @@ def scan_one(shard: int, url: str, name: str, settings: ScanSettings) -> dict[st
         except OSError as exc:
             scan = ShardScan(damage=f"cannot stat: {exc.strerror or exc}", damage_offset=None)
             return _record(shard, url, scan, None, 0)
-        scan = scan_file(url, checksum=settings.checksum)
+        scan = scan_file(url, checksum=settings.checksum, member=_member(settings))
     keep = scan.samples > 0 and (scan.damage is None or settings.partial)
     unkeyed = 0
     if keep:
@@ -71,7 +84,30 @@ def scan_one(shard: int, url: str, name: str, settings: ScanSettings) -> dict[st
         good = sorted(line for line in lines if line is not None)
         unkeyed = len(lines) - len(good)
         _publish(run_path(settings.runs, shard), b"".join(good))
-    return _record(shard, url, scan, stat, unkeyed)
+    record = _record(shard, url, scan, stat, unkeyed)
+    if keep and settings.cost is not None:
+        record.update(_costs(scan, settings.cost, columns_path(settings, url, name)))
+    return record
+
+
+def _member(settings: ScanSettings) -> str | None:
+    return RECORD_MEMBER if settings.cost is not None else None
+
+
+def _costs(scan: ShardScan, field: str, path: str) -> dict[str, Any]:
+    """The shard's costs published as its .cols (their sum journaled), or, when any sample has no valid
+    cost, no .cols at all and the bad samples counted (the first few named with their byte offset)."""
+    costs, bad = [], []
+    for i, data in enumerate(scan.members or []):
+        try:
+            costs.append(record_cost(data, field))
+        except BadCost as exc:
+            bad.append({"key": scan.keys[i], "offset": scan.offsets[i], "reason": str(exc)})
+    if bad:
+        Path(path).unlink(missing_ok=True)  # an earlier run's columns for this shard no longer hold
+        return {"bad_costs": len(bad), "bad_cost_samples": bad[:BAD_COSTS_SHOWN]}
+    _publish(path, encode_sample_columns({COST: costs}, {COST: "u8"}))
+    return {"cost_sum": sum(costs)}
 
 
 def _scan_remote(url: str, settings: ScanSettings) -> tuple[ShardScan, bool]:
@@ -85,7 +121,8 @@ def _scan_remote(url: str, settings: ScanSettings) -> tuple[ShardScan, bool]:
     except ShardReadError as exc:
         return ShardScan(damage=exc.message, damage_offset=exc.offset), isinstance(exc, ShardNotFoundError)
     with stream:
-        return scan_shard(stream, url=url, checksum=settings.checksum), False
+        scan = scan_shard(stream, url=url, checksum=settings.checksum, member=_member(settings))
+        return scan, False
 
 
 def _record(
