@@ -1,8 +1,8 @@
 """The ``shardstream`` command: one typer app, one module per command group, each loading only what it runs.
 
 pack (``cli/pack.py``; its plan, part and commit steps in ``cli/packparts.py``), index (``cli/index.py``),
-info, stats and verify (``cli/inspect.py``), ls and cat (``cli/look.py``), stream (``cli/stream.py``), demo
-(``demo/command.py``). The packer and the streamer are imported inside the commands that use them, so
+columns (``cli/columns.py``), info, stats and verify (``cli/inspect.py``), ls and cat (``cli/look.py``),
+stream (``cli/stream.py``), demo (``demo/command.py``). The packer and the streamer are imported inside the commands that use them, so
 ``shardstream --help``, ``info`` or ``ls`` never pay for torch.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import typer
 
-from . import index, inspect, look, packparts, stream
+from . import columns, index, inspect, look, packparts, stream
 from .common import APP_SETTINGS, CommandList
 from .demo import command as demo
 
@@ -25,6 +25,7 @@ app = typer.Typer(
 )
 app.add_typer(packparts.pack_app(), name="pack")
 app.command("index")(index.index_command)
+app.command("columns")(columns.columns_command)
 app.command("info")(inspect.info_command)
 app.command("stats")(inspect.stats_command)
 app.command("ls")(look.ls_command)
