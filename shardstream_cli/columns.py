@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -66,12 +67,18 @@ def columns_command(
         progress=bar.update,
         planned=bar.plan,
     )
+    if engine == "ray" and address is None:
+        from packer.cluster.rayhead import AUTH_MODE
+
+        # Token auth on both ends, as pack --engine ray starts its head: set before Ray is imported.
+        os.environ.setdefault(AUTH_MODE, "token")
     if "" not in sys.path:  # `python -m` puts the working folder on the path, the console script not
         sys.path.insert(0, "")
     try:
         summary = compute_columns(dataset, options)
     except (ValueError, OSError, ShardstreamError) as exc:
-        raise fail(str(exc) if not isinstance(exc, OSError) else f"{exc.filename}: {exc.strerror}") from exc
+        shown = f"{exc.filename}: {exc.strerror}" if isinstance(exc, OSError) and exc.filename else str(exc)
+        raise fail(shown) from exc
     finally:
         bar.close()
     if as_json:
