@@ -39,6 +39,81 @@ def batch_cost(costs: list[int], mode: str) -> int:
     return sum(costs) if mode == "pack" else len(costs) * max(costs, default=0)
 
 
+class PacedBatcher:
+    """The batcher with its state in attributes, current at every batch handed out (a chain node saves
+    them): ``pool`` ((cost, arrival, id), sorted), ``cost_left`` and ``samples_left`` (what the items to
+    come and the pool still add up to, as told), ``arrival`` (items taken in), ``last`` (the id a
+    shortfall repeats), ``counts``.
+
+    ``budget``, ``target``, ``window``, ``mode``: as ``paced_batches`` takes them; ``cost`` and
+    ``samples``: what all the items add up to."""
+
+    def __init__(
+        self,
+        *,
+        budget: int,
+        target: int,
+        cost: int,
+        samples: int,
+        window: int = 64,
+        mode: str = "pack",
+        counts: BatchCounts | None = None,
+    ) -> None:
+        check_batching(budget=budget, window=window, mode=mode)
+        if target < 1:
+            raise ValueError(f"target must be >= 1, not {target}")
+        self.budget, self.target, self.window, self.mode = budget, target, window, mode
+        self.counts = counts if counts is not None else BatchCounts()
+        self.pool: list[tuple[int, int, Hashable]] = []
+        self.cost_left, self.samples_left = cost, samples
+        self.arrival = 0
+        self.last: Hashable | None = None
+
+    def run(self, items: Iterable[tuple[int, Hashable]], *, drain: bool = True) -> Iterator[list[Hashable]]:
+        """The batches still owed, from the pool and ``items``; then what is left, counted: by reading
+        the items to the end (``drain``), or, without reading them, as ``samples_left`` says."""
+        counts, pool, budget = self.counts, self.pool, self.budget
+        source = iter(items)
+        exhausted = False
+        while counts.batches < self.target:
+            while not exhausted and len(pool) < self.window:
+                try:
+                    item_cost, ident = next(source)
+                except StopIteration:
+                    exhausted = True
+                    break
+                if not 0 <= item_cost <= budget:
+                    raise ValueError(f"sample {ident!r} costs {item_cost}, outside [0, budget={budget}]")
+                bisect.insort(pool, (item_cost, self.arrival, ident))
+                self.arrival += 1
+            owed = self.target - counts.batches
+            if not pool:  # out of samples with batches owed: repeat one, counted (none at all: empty)
+                batch, costs = ([self.last], [0]) if self.last is not None else ([], [])
+                counts.repeated += len(batch)
+            else:
+                share = -(-max(self.cost_left, 0) // owed)
+                most = max(1, self.samples_left - (owed - 1))  # leave a sample for every batch still owed
+                batch, costs = _take(pool, budget, share, most, self.mode)
+                self.cost_left -= sum(costs)
+                self.samples_left -= len(batch)
+            counts.batches += 1
+            counts.costs.append(batch_cost(costs, self.mode))
+            self.last = batch[0] if batch else self.last
+            yield batch
+        if not drain:
+            counts.left_out += max(self.samples_left, 0)
+            counts.left_out_cost += max(self.cost_left, 0)
+            pool.clear()
+            return
+        for item_cost, _, _ in pool:
+            counts.left_out += 1
+            counts.left_out_cost += item_cost
+        pool.clear()
+        for item_cost, _ in source:
+            counts.left_out += 1
+            counts.left_out_cost += item_cost
+
+
 def paced_batches(
     items: Iterable[tuple[int, Hashable]],
     *,
@@ -54,47 +129,10 @@ def paced_batches(
 
     ``cost`` and ``samples``: what ``items`` add up to (they pace the batches; the count holds whatever
     they are); ``counts``: filled in as batches go out."""
-    check_batching(budget=budget, window=window, mode=mode)
-    if target < 1:
-        raise ValueError(f"target must be >= 1, not {target}")
-    counts = counts if counts is not None else BatchCounts()
-    pool: list[tuple[int, int, Hashable]] = []  # (cost, arrival, id), sorted by cost then arrival
-    remaining_cost, remaining = cost, samples
-    last: Hashable | None = None
-    source = iter(items)
-    arrival = 0
-    exhausted = False
-    while counts.batches < target:
-        while not exhausted and len(pool) < window:
-            try:
-                item_cost, ident = next(source)
-            except StopIteration:
-                exhausted = True
-                break
-            if not 0 <= item_cost <= budget:
-                raise ValueError(f"sample {ident!r} costs {item_cost}, outside [0, budget={budget}]")
-            bisect.insort(pool, (item_cost, arrival, ident))
-            arrival += 1
-        owed = target - counts.batches
-        if not pool:  # out of samples with batches owed: repeat one, counted (none at all: empty)
-            batch, costs = ([last], [0]) if last is not None else ([], [])
-            counts.repeated += len(batch)
-        else:
-            share = -(-max(remaining_cost, 0) // owed)
-            most = max(1, remaining - (owed - 1))  # leave a sample for every batch still owed
-            batch, costs = _take(pool, budget, share, most, mode)
-            remaining_cost -= sum(costs)
-            remaining -= len(batch)
-        counts.batches += 1
-        counts.costs.append(batch_cost(costs, mode))
-        last = batch[0] if batch else last
-        yield batch
-    for item_cost, _, _ in pool:
-        counts.left_out += 1
-        counts.left_out_cost += item_cost
-    for item_cost, _ in source:
-        counts.left_out += 1
-        counts.left_out_cost += item_cost
+    batcher = PacedBatcher(
+        budget=budget, target=target, cost=cost, samples=samples, window=window, mode=mode, counts=counts
+    )
+    return batcher.run(items)
 
 
 def _take(

@@ -19,6 +19,8 @@ from typing import Any
 from shardstream.io.httpoptions import HttpOptions, bind
 from shardstream.io.openers import OpenOptions
 
+from ..budget.node import BudgetBatches
+from ..budget.setup import budget_options, budget_plan
 from ..chain.deferred import Fetch, deferred_reads
 from ..chain.mapper import Mapper
 from ..chain.node import Node
@@ -79,6 +81,13 @@ class ShardDataset(StreamBase):
     ``zero_copy`` (members as read-only memoryviews into mapped local shards; needs ``decode=False``),
     ``defer_reads`` (behind a shuffle buffer, hold ids and read a local shard's sample as it leaves; None:
     for shards whose samples average at least 16 KiB, where that is faster; True: always; False: never).
+
+    Token budgets (``streamer/budget/``; the index needs a cost column: ``pack --cost FIELD``):
+    ``batch_tokens`` (None: samples one by one; N: each item is a list of samples whose costs fit N, each
+    with its ``__cost__``, and every rank and worker yields the same number of them), ``batching``
+    (``"pack"``: costs sum to at most N; ``"pad"``: count x largest at most N), ``batch_window`` (samples
+    the batcher chooses among; None: 64 to pack, 1,024 to pad), ``overlong`` (a sample over N: ``"skip"``,
+    ``"truncate"`` (its ``__cost__`` is N: cut it to that) or ``"error"``).
     """
 
     def __init__(
@@ -110,6 +119,10 @@ class ShardDataset(StreamBase):
         prefetch_bytes: int = 16 << 20,
         zero_copy: bool = False,
         defer_reads: bool | None = None,
+        batch_tokens: int | None = None,
+        batching: str = "pack",
+        batch_window: int | None = None,
+        overlong: str = "skip",
     ) -> None:
         super().__init__()
         self.error_handling = Errors(on_error=on_error, keep_length=keep_length)
@@ -140,11 +153,18 @@ class ShardDataset(StreamBase):
         )
         self._plan: Plan | None = None  # what the chain reads when an elastic restore dealt it
         self._digest: str | None = None
+        self.budget, self.costs = budget_options(
+            self.shards, self.placement, opening, batch_tokens, batching, batch_window, overlong
+        )
 
     # -- counts ----------------------------------------------------------------------------------------
     def __len__(self) -> int:
         """Samples this rank yields per epoch (needs the index's counts)."""
         total = self.shards.total
+        if self.budget is not None:
+            raise TypeError(
+                "with batch_tokens the batches per rank depend on num_workers: see budget_steps()"
+            )
         if total is None or self.placement.resampled:
             raise TypeError("len() needs per-shard counts (pass the packer's index) and resampled=False")
         return rank_quota(total, self.placement.resolve()[1], self.placement.remainder)
@@ -254,7 +274,11 @@ class ShardDataset(StreamBase):
         recovery = Recovery(
             self.error_handling, counters=self._shared, counted=counted, locate=opener.sample_offset
         )
-        segments = self._segments(place, epoch) if plan is None else self._plan_segments(plan, epoch)
+        slot = budget_plan(self, place, epoch) if self.budget is not None and plan is None else None
+        if slot is not None:
+            segments: Segments = slot.segments
+        else:
+            segments = self._segments(place, epoch) if plan is None else self._plan_segments(plan, epoch)
         shuffled = self.placement.shuffle and reading.buffer_size > 1
         deferred = None
         if shuffled and reads:
@@ -267,6 +291,8 @@ class ShardDataset(StreamBase):
             node = Fetch(node, deferred, recovery)
         if self.decoder is not None:
             node = Mapper(node, self.decoder, recovery)
+        if slot is not None:  # batches, exactly the target's: the count holds without stand-ins
+            return BudgetBatches(node, slot, self.budget, self.costs, self._shared)  # type: ignore[arg-type]
         if recovery.owes:  # only a policy that skips, with a length promised, can owe stand-ins
             node = StandIns(node, recovery)
         return node

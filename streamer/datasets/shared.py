@@ -21,7 +21,16 @@ from typing import Any
 
 from torch.utils.data import get_worker_info
 
-COUNTERS = ("samples_skipped", "samples_repeated", "shards_failed", "decode_errors")
+# samples_overlong: over a token budget, left out or cut (overlong=); samples_left_out: what a budgeted
+# epoch's batches had no room for (streamer/budget/batcher.py).
+COUNTERS = (
+    "samples_skipped",
+    "samples_repeated",
+    "shards_failed",
+    "decode_errors",
+    "samples_overlong",
+    "samples_left_out",
+)
 WORKER_ROWS = 256  # rows for DataLoader workers; the main process has one more
 _EPOCH = 0  # the epoch, written by the main process only; then the rows of counters
 

@@ -9,13 +9,14 @@ bytes: no per-shard object is ever made).
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from shardstream.errors import FormatError, redact_url
 from shardstream.format import INDEX_NAME, BracePattern, DatasetIndex, ShardColumns, offsets_name
-from shardstream.format.sidecars import offsets_sidecar
+from shardstream.format.samplecols import COST, sample_columns_name
+from shardstream.format.sidecars import offsets_sidecar, sample_columns_sidecar
 from shardstream.io.openers import OpenOptions, read_small
 from shardstream.io.urls import join_url, local_path, scheme_of
 
@@ -52,16 +53,19 @@ class _Joined(Sequence[str]):
 
 
 class _Sidecars(Sequence[str]):
-    """Offsets sidecars kept in one folder under names derived from the shards' (``index --out``)."""
+    """Sidecars kept in one folder under names derived from the shards' (``index --out``): offsets, or
+    per-sample columns with ``named=sample_columns_sidecar``."""
 
-    def __init__(self, folder: str, names: Sequence[str]) -> None:
-        self.folder, self.names = folder, names
+    def __init__(
+        self, folder: str, names: Sequence[str], named: Callable[[str], str] = offsets_sidecar
+    ) -> None:
+        self.folder, self.names, self.named = folder, names, named
 
     def __len__(self) -> int:
         return len(self.names)
 
     def __getitem__(self, i: int) -> str:  # type: ignore[override]
-        return f"{self.folder}/{offsets_sidecar(self.names[i])}"
+        return f"{self.folder}/{self.named(self.names[i])}"
 
 
 class ShardList:
@@ -85,6 +89,7 @@ class ShardList:
         offsets_urls: Sequence[str] | None = None,
         keys_url: str | None = None,
         sizes: np.ndarray | None = None,
+        cost_sums: np.ndarray | None = None,
     ) -> None:
         if len(urls) == 0:
             raise ValueError(f"source: no shards in {source!r}")
@@ -97,6 +102,8 @@ class ShardList:
         self.offsets_urls = offsets_urls  # where sidecars are kept apart from their shards (index --out)
         self.keys_url = keys_url  # the index's sorted key file, for lookup by key
         self.sizes = sizes  # bytes per shard as indexed: a shard of another size has a stale sidecar
+        self.cost_sums = cost_sums  # per shard, the sum of its samples' costs (token budgets plan with it)
+        self.columns_urls: Sequence[str] | None = None  # .cols apart from their shards, as offsets are
 
     def sha256(self, shard: int) -> str | None:
         return self.digests[shard].tobytes().hex() if self.digests is not None else None
@@ -112,6 +119,12 @@ class ShardList:
         if self.offsets_urls is not None:
             return self.offsets_urls[shard]
         return offsets_name(self.urls[shard])
+
+    def columns_url(self, shard: int) -> str:
+        """Where shard ``shard``'s per-sample columns (``.cols``) are: where its offsets sidecar is."""
+        if self.columns_urls is not None:
+            return self.columns_urls[shard]
+        return sample_columns_name(self.urls[shard])
 
     @classmethod
     def from_source(
@@ -158,11 +171,16 @@ class ShardList:
         else:
             names, counts, digests = _from_rows(index, url)
             sizes = np.fromiter((e.size for e in index.shards), dtype=np.int64, count=len(index.shards))
-        offsets_urls = None
+        offsets_urls = columns_urls = None
         if index.sidecars is not None:
             offsets_urls = _Joined(url, _Sidecars(index.sidecars, names))
+            columns_urls = _Joined(url, _Sidecars(index.sidecars, names, sample_columns_sidecar))
         keys_url = join_url(url, index.keys) if index.keys is not None else None
-        return cls(_Joined(url, names), counts, redact_url(url), digests, offsets_urls, keys_url, sizes)
+        costs = index.column_sums.get(COST) if COST in index.sample_columns else None
+        cost_sums = np.asarray(costs, dtype=np.int64) if costs is not None else None
+        shards = cls(_Joined(url, names), counts, redact_url(url), digests, offsets_urls, keys_url, sizes)
+        shards.cost_sums, shards.columns_urls = cost_sums, columns_urls
+        return shards
 
 
 PACK_FIRST = f"pack first with `shardstream pack`, or give the folder that holds {INDEX_NAME}"

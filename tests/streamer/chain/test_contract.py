@@ -18,6 +18,7 @@ from collections.abc import Callable
 import pytest
 
 import streamer
+from packer import PackOptions, pack
 from shardstream.format import decode_offsets
 from streamer import Mixture, ShardDataset
 from streamer.chain.node import Node, saved_state_of
@@ -47,7 +48,10 @@ def data(tmp_path_factory):
     raw = bytearray((hurt / "a-000001.tar").read_bytes())
     raw[offsets[4] + 5] ^= 0x55  # sample 4's header checksum no longer matches: a loss, stood in for
     (hurt / "a-000001.tar").write_bytes(bytes(raw))
-    return {"index": str(index), "other": str(other), "hurt": str(hurt)}
+    records = root / "costed.jsonl"  # a cost column, for a token budget's batches
+    records.write_text("".join(f'{{"id": "c{i:03d}", "n": {1 + i * 7 % 23}}}\n' for i in range(90)))
+    pack(records, root / "costed", PackOptions(cost="n", max_count=20))
+    return {"index": str(index), "other": str(other), "hurt": str(hurt), "costed": str(root / "costed")}
 
 
 def _tag(sample):
@@ -64,6 +68,9 @@ CHAINS: dict[str, Callable[[dict[str, str]], object]] = {
     "Fetch": lambda d: ShardDataset(d["index"], decode=False, buffer_size=8, seed=2, defer_reads=True),
     "Mapper": lambda d: ShardDataset(d["index"], decode=_tag, buffer_size=8, seed=3),
     "StandIns": lambda d: ShardDataset(d["hurt"], decode=False, buffer_size=8, seed=4, on_error="skip"),
+    "BudgetBatches": lambda d: ShardDataset(
+        d["costed"], decode=False, buffer_size=8, seed=7, batch_tokens=40
+    ),
     "MixtureReader": lambda d: Mixture(
         [
             {"path": d["index"], "weight": 2, "decode": False},
@@ -99,8 +106,13 @@ def _chain(name: str, data) -> Node:
     return dataset._chain[0]
 
 
-def _ids(items) -> list[tuple[int, int, str]]:
-    return [(shard, index, sample["__key__"]) for shard, index, sample in items]
+def _ids(items) -> list[tuple[int, int, object]]:
+    """Each item's id and key; a batch's, the keys of its samples."""
+    return [(shard, index, _keys(sample)) for shard, index, sample in items]
+
+
+def _keys(sample) -> object:
+    return sample["__key__"] if isinstance(sample, dict) else tuple(s["__key__"] for s in sample)
 
 
 def test_every_node_subclass_has_a_chain_in_the_contract():

@@ -1,0 +1,125 @@
+"""The chain's budget node: decoded samples into batches within a token budget, exactly the target's.
+
+Last in the chain (after decoding), it hands out a list of samples per item, each with its ``__cost__``
+(the budget for one ``overlong="truncate"`` cut); ``ShardDataset(batch_tokens=...)`` puts it there and
+plans its epoch (``plan.slot_plan``). Its state names the samples in its window by id, as the shuffle
+buffer's does, so a restore re-reads at most ``window`` samples. The window holds decoded samples: a
+wide "pad" window of large images costs memory (reading the ids only is for later).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from ..chain.node import Item, Node, state_id, state_int, state_keys_of
+from ..datasets.shared import SharedState
+from .batcher import PacedBatcher
+from .columns import CostColumns
+from .plan import BudgetOptions, SlotPlan
+from .target import admit
+
+
+class BudgetBatches(Node):
+    """State: ``{"source": ..., "pool": [[shard, index, cost, arrival], ...], "batches": n, "cost_left": c,
+    "samples_left": n, "arrival": n, "last": [shard, index] | None}``.
+
+    ``source``: the chain before it (decoded samples); ``plan``: this worker's epoch (its target, cost and
+    samples); ``options``: the budget; ``costs``: the cost column reader; ``counters``: where overlong and
+    left-over samples are counted (None: nowhere)."""
+
+    state_keys = frozenset({"pool", "batches", "cost_left", "samples_left", "arrival", "last"})
+
+    def __init__(
+        self,
+        source: Node,
+        plan: SlotPlan,
+        options: BudgetOptions,
+        costs: CostColumns,
+        counters: SharedState | None = None,
+    ) -> None:
+        super().__init__()
+        self.source = source
+        self.plan, self.options, self.costs, self.counters = plan, options, costs, counters
+        self._batcher = self._new_batcher()
+
+    def _new_batcher(self) -> PacedBatcher:
+        o, p = self.options, self.plan
+        return PacedBatcher(
+            budget=o.budget, target=p.target, cost=p.cost, samples=p.samples, window=o.window, mode=o.mode
+        )
+
+    def _current_state(self) -> dict[str, Any]:
+        b = self._batcher
+        last = [b.last[0], b.last[1]] if b.last is not None else None  # type: ignore[index]
+        return {
+            "source": self._source_state(),
+            "pool": [[item[0], item[1], cost, arrival] for cost, arrival, item in b.pool],  # type: ignore[index]
+            "batches": b.counts.batches,
+            "cost_left": b.cost_left,
+            "samples_left": b.samples_left,
+            "arrival": b.arrival,
+            "last": last,
+        }
+
+    def check_state(self, state: Any) -> None:
+        """Ids, costs and counts of the types and ranges this node saves; ValueError naming the key."""
+        state_keys_of(self, state, self.state_keys | {"source"})
+        state_int(self, state, "batches", 0, self.plan.target)
+        state_int(self, state, "arrival")
+        for key in ("cost_left", "samples_left"):
+            state_int(self, state, key, -(2**62), 2**62)
+        pool = state["pool"]
+        if not isinstance(pool, (list, tuple)) or len(pool) > self.options.window:
+            raise ValueError(
+                f"the saved BudgetBatches state has pool={pool!r:.60}; it holds at most a window"
+            )
+        for entry in pool:
+            if not isinstance(entry, (list, tuple)) or len(entry) != 4:
+                raise ValueError(f"the saved BudgetBatches state has pool entry {entry!r:.60}")
+            state_id(self, entry[:2], "pool id")
+            if not 0 <= int(entry[2]) <= self.options.budget:
+                raise ValueError(
+                    f"the saved BudgetBatches state has a pool cost {entry[2]!r} over the budget"
+                )
+        if state["last"] is not None:
+            state_id(self, state["last"], "last")
+
+    def _generate(self, state: dict[str, Any] | None) -> Iterator[Item]:
+        source = self.source
+        source.reset(state["source"] if state else None)  # type: ignore[union-attr]
+        batcher = self._batcher = self._new_batcher()
+        if state:
+            read = source.read_one  # type: ignore[union-attr]
+            batcher.pool = sorted((c, a, (s, i, read(s, i))) for s, i, c, a in state["pool"])
+            batcher.counts.batches = state["batches"]
+            batcher.cost_left, batcher.samples_left = state["cost_left"], state["samples_left"]
+            batcher.arrival = state["arrival"]
+            last = state["last"]
+            batcher.last = (last[0], last[1], None) if last is not None else None
+        for batch in batcher.run(self._costed(), drain=False):
+            out = [self._sample(item) for item in batch]
+            first = batch[0] if batch else (0, 0, None)
+            yield first[0], first[1], out  # type: ignore[index]
+        if self.counters is not None and batcher.counts.left_out:
+            self.counters.add("samples_left_out", batcher.counts.left_out)
+
+    def _costed(self) -> Iterator[tuple[int, Item]]:
+        """(cost, item) of every sample the overlong rule keeps; the rest counted."""
+        budget, overlong = self.options.budget, self.options.overlong
+        for item in self.source:  # type: ignore[union-attr]
+            raw = int(self.costs(item[0])[item[1]])
+            cost = admit(raw, budget, overlong)
+            if cost != raw and self.counters is not None:
+                self.counters.add("samples_overlong")
+            if cost is not None:
+                yield cost, item
+
+    def _sample(self, item: Any) -> Any:
+        shard, index, sample = item
+        if sample is None:  # a restored repeat, known by id
+            sample = self.source.read_one(shard, index)  # type: ignore[union-attr]
+        if isinstance(sample, dict):
+            raw = int(self.costs(shard)[index])
+            sample = {**sample, "__cost__": min(raw, self.options.budget)}
+        return sample

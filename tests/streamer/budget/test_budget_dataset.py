@@ -1,0 +1,101 @@
+"""ShardDataset(batch_tokens=...) on a packed set with a cost column: batches within the budget, the same
+number on every rank and worker, every sample at most once, resumable, and refusals that say the fix."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+from torch.utils.data import DataLoader
+
+from packer import PackOptions, pack
+from shardstream.errors import FormatError
+from streamer import ShardDataset
+
+BUDGET = 800
+SAMPLES = 1200
+
+
+@pytest.fixture(scope="module")
+def costed(tmp_path_factory):
+    """1,200 text records, log-normal costs (median 60, a few over the budget), packed 100 a shard."""
+    root = tmp_path_factory.mktemp("costed")
+    rng = np.random.default_rng(0)
+    costs = np.minimum(np.exp(rng.normal(np.log(60), 1.1, SAMPLES)), 3000).astype(int) + 1
+    records = [{"id": f"s{i:05d}", "txt": f"sample {i}", "num_tokens": int(c)} for i, c in enumerate(costs)]
+    (root / "m.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    pack(root / "m.jsonl", root / "shards", PackOptions(cost="num_tokens", max_count=100))
+    return root / "shards", {r["id"]: r["num_tokens"] for r in records}
+
+
+def _epoch(ds, workers=0):
+    return list(DataLoader(ds, batch_size=None, num_workers=workers))
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.parametrize("batching", ["pack", "pad"])
+def test_batches_fit_the_budget_and_every_rank_yields_as_many(costed, workers, batching):
+    shards, cost_of = costed
+    per_rank, seen, overlong, left = [], [], 0, 0
+    for rank in range(3):
+        ds = ShardDataset(shards, batch_tokens=BUDGET, batching=batching, rank=rank, world_size=3, seed=4)
+        batches = _epoch(ds, workers)
+        per_rank.append(len(batches))
+        for batch in batches:
+            costs = [s["__cost__"] for s in batch]
+            assert costs == [cost_of[s["__key__"]] for s in batch]  # the packed cost, sample by sample
+            used = sum(costs) if batching == "pack" else len(costs) * max(costs)
+            assert used <= BUDGET
+            seen += [s["__key__"] for s in batch]
+        overlong += ds.errors["samples_overlong"]
+        left += ds.errors["samples_left_out"]
+    assert len(set(per_rank)) == 1  # equal steps on every rank
+    assert len(seen) == len(set(seen))  # each sample at most once across ranks
+    over = sum(1 for c in cost_of.values() if c > BUDGET)
+    assert overlong == over and len(seen) + over + left == SAMPLES  # everything accounted for
+
+
+def test_a_resumed_run_yields_the_batches_the_uninterrupted_run_did(costed):
+    shards, _ = costed
+    whole = [[s["__key__"] for s in b] for b in _epoch(ShardDataset(shards, batch_tokens=BUDGET, seed=2))]
+    ds = ShardDataset(shards, batch_tokens=BUDGET, seed=2)
+    it = iter(ds)
+    first = [[s["__key__"] for s in next(it)] for _ in range(7)]
+    state = ds.state_dict()
+    again = ShardDataset(shards, batch_tokens=BUDGET, seed=2)
+    again.load_state_dict(state)
+    rest = [[s["__key__"] for s in b] for b in again]
+    assert first + rest == whole
+
+
+def test_truncate_marks_overlong_samples_with_the_budget(costed):
+    shards, cost_of = costed
+    ds = ShardDataset(shards, batch_tokens=BUDGET, overlong="truncate", seed=1)
+    cut = [s for b in _epoch(ds) for s in b if cost_of[s["__key__"]] > BUDGET]
+    assert cut and all(s["__cost__"] == BUDGET for s in cut)
+    assert ds.errors["samples_overlong"] == len(cut)
+
+
+def test_a_dataset_without_costs_says_how_to_add_them(tmp_path):
+    (tmp_path / "m.jsonl").write_text('{"id": "a", "txt": "x"}\n')
+    pack(tmp_path / "m.jsonl", tmp_path / "shards", PackOptions())
+    with pytest.raises(
+        ValueError, match=r"has no cost column: pack with `shardstream pack \.\.\. --cost FIELD`"
+    ):
+        ShardDataset(tmp_path / "shards", batch_tokens=100)
+
+
+def test_a_missing_or_stale_cost_sidecar_is_named(costed, tmp_path):
+    shards, _ = costed
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    for name in os.listdir(shards):
+        (copy / name).write_bytes((shards / name).read_bytes())
+    (copy / "train-000003.tar.cols").unlink()
+    with pytest.raises(
+        FormatError, match=r"train-000003\.tar\.cols: the per-sample columns of shard 3 are missing"
+    ):
+        for rank in range(4):  # some rank reads shard 3's column, for a cut or as its own
+            _epoch(ShardDataset(copy, batch_tokens=BUDGET, rank=rank, world_size=4))
