@@ -119,7 +119,8 @@ def _print(summary: Any) -> None:
         )
     else:
         size = format_size(summary.bytes)
-        journaled = summary.shards + len(summary.problems) - summary.scanned
+        left_out = sum(1 for problem in summary.problems if problem["kind"] != "bad-cost")  # shards
+        journaled = summary.shards + left_out - summary.scanned
         note = f" ({summary.scanned} scanned now, {journaled} from the journal)" if journaled > 0 else ""
         typer.echo(
             f"indexed {summary.samples} samples in {summary.shards} shards ({size}) in "
@@ -129,6 +130,11 @@ def _print(summary: Any) -> None:
         typer.echo(f"index:   {shown_path(summary.index)}")
         if summary.cost_total is not None:
             typer.echo(f"cost:    {summary.cost_total:,} in all, a .cols beside each offsets sidecar")
+        elif summary.skipped.get("bad-cost"):
+            typer.echo(
+                f"cost:    none: {summary.skipped['bad-cost']:,} samples without a valid cost (below); "
+                "fix their records, or compute costs with shardstream columns"
+            )
     for problem in summary.problems:
         where = f" at byte {problem['offset']}" if problem["offset"] is not None else ""
         typer.echo(f"{problem['kind']}: {shown_path(problem['shard'])}{where}: {problem['reason']}")

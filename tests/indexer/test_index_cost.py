@@ -16,7 +16,7 @@ import webdataset as wds
 from shardstream.format import INDEX_NAME, DatasetIndex, decode_sample_columns
 from shardstream.format.sidecars import sample_columns_sidecar
 from tests.indexer.builders import shardwriter_dataset
-from tests.indexer.test_index_command import index
+from tests.indexer.test_index_command import SHARDSTREAM, index
 
 
 def _cols(path: Path, samples: int) -> list[int]:
@@ -65,6 +65,10 @@ def test_a_bad_cost_is_reported_and_the_index_gets_no_cost_column(tmp_path):
     loaded = DatasetIndex.load(data / INDEX_NAME)
     assert loaded.sample_columns == {} and loaded.column_sums == {}
     assert not (data / "w-000002.tar.cols").exists()
+    command = [SHARDSTREAM, "index", str(data), "--cost", "n", "-q"]
+    shown = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert "cost:    none: 3 samples without a valid cost" in shown.stdout
+    assert "from the journal" not in shown.stdout  # bad costs are samples, not shards left out
 
 
 # Indexes argv[1] into argv[2] with --cost n and argv[3] workers; kills itself with SIGKILL from the
@@ -111,16 +115,6 @@ def test_a_resume_with_another_cost_field_is_refused(tmp_path):
     shardwriter_dataset(data, [5] * 6)
     command = [sys.executable, "-c", KILLER, str(data), str(tmp_path / "out"), "1", "2"]
     subprocess.run(command, capture_output=True, text=True, timeout=120)
-    done = subprocess.run(
-        [
-            str(Path(sys.executable).with_name("shardstream")),
-            "index",
-            str(data),
-            "--out",
-            str(tmp_path / "out"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    command = [SHARDSTREAM, "index", str(data), "--out", str(tmp_path / "out")]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
     assert done.returncode == 1 and "cost" in done.stderr and "--restart" in done.stderr
