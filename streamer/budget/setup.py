@@ -5,6 +5,8 @@ Kept here so the dataset only names the budget (three calls), and the planning s
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict
 from typing import Any
 
 from .columns import CostColumns, check_costed
@@ -52,3 +54,29 @@ def budget_plan(dataset: Any, place: tuple[int, int, int, int], epoch: int) -> S
         shuffle=p.shuffle,
         options=dataset.budget,
     )
+
+
+def budget_identity(options: BudgetOptions | None) -> dict[str, Any]:
+    """What a saved state must share with the dataset that loads it: the budget's options ({} without)."""
+    return {} if options is None else {"budget": asdict(options)}
+
+
+def check_budget_state(
+    state: Mapping[str, Any] | Sequence[Mapping[str, Any]], options: BudgetOptions | None
+) -> None:
+    """ValueError unless ``state`` was saved with this budget (or both without one); an elastic restore
+    (a list of states) of budgeted batches is refused: its re-deal of what is left is not written yet."""
+    if isinstance(state, Sequence):
+        budgeted = options is not None or any(isinstance(s, Mapping) and s.get("budget") for s in state)
+        if budgeted:
+            raise ValueError(
+                "an elastic restore (a list of states) with batch_tokens is not supported yet: resume on the "
+                "same world size and workers with this rank's own state"
+            )
+        return
+    saved, wanted = state.get("budget"), budget_identity(options).get("budget")
+    if saved != wanted:
+        raise ValueError(
+            f"the state was saved with batch_tokens options {saved}, not {wanted}: batches depend on them, "
+            "so load it into a dataset made with the same batch_tokens, batching, batch_window and overlong"
+        )

@@ -20,7 +20,7 @@ from shardstream.io.httpoptions import HttpOptions, bind
 from shardstream.io.openers import OpenOptions
 
 from ..budget.node import BudgetBatches
-from ..budget.setup import budget_options, budget_plan
+from ..budget.setup import budget_identity, budget_options, budget_plan, check_budget_state
 from ..chain.deferred import Fetch, deferred_reads
 from ..chain.mapper import Mapper
 from ..chain.node import Node
@@ -179,7 +179,9 @@ class ShardDataset(StreamBase):
         shuffle buffer ``{"buffer": [[shard, index], ...], "rng"}``, the reader ``{"segment", "done"}``;
         None before a chain started); ``plan`` (the deal an elastic
         restore gave this place, or None); and the identity a state must share to load: ``dataset`` (a
-        digest of the shards and counts), ``seed``, ``shuffle``, ``remainder``. Loaded but not yet read,
+        digest of the shards and counts), ``seed``, ``shuffle``, ``remainder``, and with ``batch_tokens``,
+        ``budget`` (its options; the batcher's state ``{"pool", "batches", "cost_left", "samples_left",
+        "arrival", "last"}`` outermost in ``node``). Loaded but not yet read,
         the loaded state is returned as it was (an elastic one with ``left``: what the epoch has left).
         """
         if self._pending is not None:  # loaded, not yet iterated: a checkpoint now must not lose it
@@ -204,6 +206,7 @@ class ShardDataset(StreamBase):
         read: identity, every key's type and range, the chain's state as this place's chain would have saved
         it (``saved.py``); a ValueError names the bad key.
         """
+        check_budget_state(state, self.budget)
         if isinstance(state, Sequence):
             self._pending = elastic_pending(state, identity=self._identity(), shards=self.shards)
             return
@@ -222,7 +225,14 @@ class ShardDataset(StreamBase):
         if self._digest is None:
             self._digest = dataset_digest(self.shards)
         p = self.placement
-        return {"dataset": self._digest, "seed": p.seed, "shuffle": p.shuffle, "remainder": p.remainder}
+        budget = budget_identity(self.budget)
+        return {
+            "dataset": self._digest,
+            "seed": p.seed,
+            "shuffle": p.shuffle,
+            "remainder": p.remainder,
+            **budget,
+        }
 
     # -- iteration -------------------------------------------------------------------------------------
     def _start(self, pending: dict[str, Any] | None, place: Place) -> tuple[int, Any]:

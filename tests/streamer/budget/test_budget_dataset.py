@@ -99,3 +99,24 @@ def test_a_missing_or_stale_cost_sidecar_is_named(costed, tmp_path):
     ):
         for rank in range(4):  # some rank reads shard 3's column, for a cut or as its own
             _epoch(ShardDataset(copy, batch_tokens=BUDGET, rank=rank, world_size=4))
+
+
+def test_a_state_loads_only_into_the_same_budget_and_not_elastically(costed):
+    shards, _ = costed
+    ds = ShardDataset(shards, batch_tokens=BUDGET, seed=2)
+    it = iter(ds)
+    next(it)
+    state = ds.state_dict()
+    for other in (
+        ShardDataset(shards, batch_tokens=BUDGET + 1, seed=2),
+        ShardDataset(shards, batch_tokens=BUDGET, batching="pad", seed=2),
+        ShardDataset(shards, seed=2),
+    ):
+        with pytest.raises(ValueError, match="saved with batch_tokens options"):
+            other.load_state_dict(state)
+    plain = ShardDataset(shards, seed=2)
+    next(iter(plain))
+    with pytest.raises(ValueError, match="saved with batch_tokens options None"):
+        ShardDataset(shards, batch_tokens=BUDGET, seed=2).load_state_dict(plain.state_dict())
+    with pytest.raises(ValueError, match=r"elastic restore .* with batch_tokens is not supported yet"):
+        ShardDataset(shards, batch_tokens=BUDGET, seed=2).load_state_dict([state])
