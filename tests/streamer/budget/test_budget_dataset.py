@@ -12,6 +12,7 @@ from torch.utils.data import DataLoader
 
 from packer import PackOptions, pack
 from shardstream.errors import FormatError
+from shardstream.format.samplecols import decode_sample_columns, encode_sample_columns
 from streamer import ShardDataset
 
 BUDGET = 800
@@ -88,6 +89,7 @@ def test_a_dataset_without_costs_says_how_to_add_them(tmp_path):
 
 
 def test_a_missing_or_stale_cost_sidecar_is_named(costed, tmp_path):
+    """Shard 3's .cols deleted, then shard 5's rewritten with one cost changed."""
     shards, _ = costed
     copy = tmp_path / "copy"
     copy.mkdir()
@@ -98,6 +100,16 @@ def test_a_missing_or_stale_cost_sidecar_is_named(costed, tmp_path):
         FormatError, match=r"train-000003\.tar\.cols: the per-sample columns of shard 3 are missing"
     ):
         for rank in range(4):  # some rank reads shard 3's column, for a cut or as its own
+            _epoch(ShardDataset(copy, batch_tokens=BUDGET, rank=rank, world_size=4))
+    (copy / "train-000003.tar.cols").write_bytes((shards / "train-000003.tar.cols").read_bytes())
+    cols = copy / "train-000005.tar.cols"
+    costs = decode_sample_columns(cols.read_bytes(), source="x", samples=None)["cost"].copy()
+    costs[0] += 1  # a column rewritten after the index: still well formed, no longer what the index sums
+    cols.write_bytes(encode_sample_columns({"cost": costs}, {"cost": "u8"}))
+    with pytest.raises(
+        FormatError, match=r"train-000005\.tar\.cols: its costs add up to \d+, the index says"
+    ):
+        for rank in range(4):
             _epoch(ShardDataset(copy, batch_tokens=BUDGET, rank=rank, world_size=4))
 
 
