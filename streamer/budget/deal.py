@@ -17,6 +17,7 @@ import numpy as np
 from ..placement.segments import Segment, check_place, shard_order, stream_ends
 
 Column = Callable[[int], np.ndarray]  # shard number -> its samples' costs, in shard order
+Weigh = Callable[[np.ndarray], np.ndarray]  # a shard's costs -> what each weighs in the deal
 
 
 def slot_bounds(total: int, slots: int, slot: int) -> tuple[int, int]:
@@ -36,13 +37,14 @@ def cost_segments(
     seed: int,
     epoch: int,
     shuffle: bool = True,
+    weigh: Weigh | None = None,
 ) -> list[Segment]:
     """The segments one worker reads in one epoch when batches are planned by cost.
 
-    ``counts`` and ``sums``: each shard's samples and their total cost (the index's); ``column``: a shard's
-    per-sample costs, asked for only for the shards a cut falls inside (ValueError if one disagrees with
-    ``counts`` or ``sums``: the columns are stale). The last slot also takes samples of zero cost after
-    the stream's last cost."""
+    ``counts`` and ``sums``: each shard's samples and their total weight; ``column``: a shard's per-sample
+    costs, asked for only for the shards a cut falls inside; ``weigh``: what those costs weigh (None:
+    themselves; a budget weighs what its overlong rule keeps), summing to ``sums`` (else ValueError: the
+    columns are stale). The last slot also takes samples of zero weight after the stream's last."""
     check_place(rank, world, worker, workers)
     counts = np.asarray(counts, dtype=np.int64)
     sums = np.asarray(sums, dtype=np.int64)
@@ -54,7 +56,7 @@ def cost_segments(
     ends = stream_ends(sums, order)
     total = int(ends[-1]) if len(ends) else 0
     slots, slot = world * workers, rank * workers + worker
-    locate = _Locator(order, ends, counts, sums, column)
+    locate = _Locator(order, ends, counts, sums, column, weigh)
     begin, end = slot_bounds(total, slots, slot)
     first = locate(begin) if slot else (0, 0)
     last = locate(end) if slot < slots - 1 else (len(order), 0)
@@ -66,9 +68,16 @@ class _Locator:
     after a point of the stream; each shard's column read once, only where a point falls inside it."""
 
     def __init__(
-        self, order: np.ndarray, ends: np.ndarray, counts: np.ndarray, sums: np.ndarray, column: Column
+        self,
+        order: np.ndarray,
+        ends: np.ndarray,
+        counts: np.ndarray,
+        sums: np.ndarray,
+        column: Column,
+        weigh: Weigh | None,
     ) -> None:
         self.order, self.ends, self.counts, self.sums, self.column = order, ends, counts, sums, column
+        self.weigh = weigh
 
     def __call__(self, point: int) -> tuple[int, int]:
         position = int(np.searchsorted(self.ends, point, side="left"))
@@ -93,6 +102,8 @@ class _Locator:
             )
         if costs.dtype.kind not in "iu" or (len(costs) and int(costs.min()) < 0):
             raise ValueError(f"shard {shard}: its cost column must hold non-negative integers")
+        if self.weigh is not None:
+            costs = self.weigh(costs)
         prefix = np.cumsum(costs, dtype=np.int64)
         if len(costs) and int(prefix[-1]) != int(self.sums[shard]):
             raise ValueError(

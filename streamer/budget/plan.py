@@ -8,7 +8,7 @@ totals; ``slot_items`` its (cost, id) pairs in segment order, the overlong rule 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -72,27 +72,57 @@ def slot_plan(
     options: BudgetOptions,
 ) -> SlotPlan:
     """The plan of worker ``worker`` of rank ``rank``: reads the cost columns of the probe's shards, of
-    the shards its slice's cuts fall in, and of its own shards (streamed, summed: O(1) memory)."""
+    the shards its slice's cuts fall in, and of its own shards (streamed, summed: O(1) memory).
+    ``sums``: each shard's cost as the overlong rule keeps it (``weighed_sums``), so every slot holds the
+    same cost the batcher will see, overlong samples or not."""
     counts = np.asarray(counts, dtype=np.int64)
     sums = np.asarray(sums, dtype=np.int64)
     place = {"rank": rank, "world": world, "worker": worker, "workers": workers}
-    segments = cost_segments(counts, sums, column, **place, seed=seed, epoch=epoch, shuffle=shuffle)
-    kept, fill = probe(
+    weigh = weights(options)
+    segments = cost_segments(
+        counts, sums, column, **place, seed=seed, epoch=epoch, shuffle=shuffle, weigh=weigh
+    )
+    _, fill = probe(
         _probe_costs(counts, column, seed, epoch, shuffle, max(options.probe_samples, 64 * options.window)),
         budget=options.budget,
         window=options.window,
         mode=options.mode,
         overlong=options.overlong,
     )
-    total = int(sums.sum())
-    target = target_batches(total, world * workers, budget=options.budget, kept=kept, fill=fill)
+    total = int(sums.sum())  # weighed as the overlong rule keeps costs: nothing left to discount
+    target = target_batches(total, world * workers, budget=options.budget, kept=1.0, fill=fill)
     plan = SlotPlan(segments, target)
-    plan.probe = {"kept": kept, "fill": fill}
+    plan.probe = {"fill": fill}
     for cost, _ in slot_items(segments, column, options, plan):
         plan.cost += cost
         plan.samples += 1
     plan.skipped = plan.truncated = 0  # counted again when the stream goes through them
     return plan
+
+
+def weights(options: BudgetOptions) -> Callable[[np.ndarray], np.ndarray]:
+    """What each cost weighs when the epoch is dealt: as the overlong rule keeps it ("skip": nothing;
+    "truncate": the budget; "error": itself, refused when read)."""
+    budget, overlong = options.budget, options.overlong
+
+    def weigh(costs: np.ndarray) -> np.ndarray:
+        costs = np.asarray(costs, dtype=np.int64)
+        if overlong == "error":
+            return costs
+        return np.where(costs <= budget, costs, 0 if overlong == "skip" else budget)
+
+    return weigh
+
+
+def weighed_sums(counts: np.ndarray, column: Column, options: BudgetOptions) -> np.ndarray:
+    """Every shard's cost as the overlong rule keeps it: what ``slot_plan`` deals by. Reads every cost
+    column once (O(samples) time, O(shards) memory); a dataset computes it once, not per epoch."""
+    weigh = weights(options)
+    return np.fromiter(
+        (int(weigh(column(shard)).sum()) if counts[shard] else 0 for shard in range(len(counts))),
+        dtype=np.int64,
+        count=len(counts),
+    )
 
 
 def slot_items(

@@ -20,7 +20,7 @@ from shardstream.io.httpoptions import HttpOptions, bind
 from shardstream.io.openers import OpenOptions
 
 from ..budget.node import BudgetBatches
-from ..budget.setup import budget_identity, budget_options, budget_plan, check_budget_state
+from ..budget.setup import budget_identity, budget_of, budget_plan, check_budget_state
 from ..chain.deferred import Fetch, deferred_reads
 from ..chain.mapper import Mapper
 from ..chain.node import Node
@@ -153,7 +153,7 @@ class ShardDataset(StreamBase):
         )
         self._plan: Plan | None = None  # what the chain reads when an elastic restore dealt it
         self._digest: str | None = None
-        self.budget, self.costs = budget_options(
+        self.budget = budget_of(
             self.shards, self.placement, opening, batch_tokens, batching, batch_window, overlong
         )
 
@@ -302,7 +302,8 @@ class ShardDataset(StreamBase):
         if self.decoder is not None:
             node = Mapper(node, self.decoder, recovery)
         if slot is not None:  # batches, exactly the target's: the count holds without stand-ins
-            return BudgetBatches(node, slot, self.budget, self.costs, self._shared)  # type: ignore[arg-type]
+            b = self.budget
+            return BudgetBatches(node, slot, b.options, b.costs, self._shared)  # type: ignore[union-attr]
         if recovery.owes:  # only a policy that skips, with a length promised, can owe stand-ins
             node = StandIns(node, recovery)
         return node
