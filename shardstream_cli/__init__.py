@@ -2,8 +2,8 @@
 
 pack (``cli/pack.py``; its plan, part and commit steps in ``cli/packparts.py``), index (``cli/index.py``),
 columns (``cli/columns.py``), info, stats and verify (``cli/inspect.py``), ls and cat (``cli/look.py``),
-stream (``cli/stream.py``), demo (``demo/command.py``). The packer and the streamer are imported inside the commands that use them, so
-``shardstream --help``, ``info`` or ``ls`` never pay for torch.
+stream (``cli/stream.py``), demo (``demo/command.py``). The packer and the streamer are imported inside
+the commands that use them, so ``shardstream --help``, ``info`` or ``ls`` never pay for torch.
 """
 
 from __future__ import annotations
