@@ -132,3 +132,19 @@ def test_a_state_loads_only_into_the_same_budget_and_not_elastically(costed):
         ShardDataset(shards, batch_tokens=BUDGET, seed=2).load_state_dict(plain.state_dict())
     with pytest.raises(ValueError, match=r"elastic restore .* with batch_tokens is not supported yet"):
         ShardDataset(shards, batch_tokens=BUDGET, seed=2).load_state_dict([state])
+
+
+def test_tars_made_elsewhere_indexed_with_cost_into_another_folder_batch_by_budget(tmp_path):
+    """webdataset's TarWriter shards, `shardstream index --cost n --out DIR`: the .cols sit in DIR's
+    sidecars folder under derived names, and the budget reads them there."""
+    from tests.indexer.builders import shardwriter_dataset
+    from tests.indexer.test_index_command import index
+
+    samples = shardwriter_dataset(tmp_path / "wds", [15, 9, 21])  # costs n = 0..44
+    index(str(tmp_path / "wds"), "--out", str(tmp_path / "idx"), "--cost", "n")
+    ds = ShardDataset(tmp_path / "idx", batch_tokens=60, decode=False, seed=0)
+    batches = _epoch(ds)
+    keys = [s["__key__"] for b in batches for s in b]
+    assert all(sum(s["__cost__"] for s in b) <= 60 for b in batches)
+    assert len(keys) == len(set(keys)) and len(keys) + ds.errors["samples_left_out"] == 45
+    assert {s["__key__"] for b in batches for s in b} <= set(samples)
