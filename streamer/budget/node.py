@@ -19,6 +19,8 @@ from .columns import CostColumns
 from .plan import BudgetOptions, SlotPlan
 from .target import admit
 
+LISTED_SHARDS = 64  # the shards a shuffle buffer of 1,000 mixes at once, with room
+
 
 class BudgetBatches(Node):
     """State: ``{"source": ..., "pool": [[shard, index, cost, arrival], ...], "batches": n, "cost_left": c,
@@ -91,35 +93,43 @@ class BudgetBatches(Node):
         batcher = self._batcher = self._new_batcher()
         if state:
             read = source.read_one  # type: ignore[union-attr]
-            batcher.pool = sorted((c, a, (s, i, read(s, i))) for s, i, c, a in state["pool"])
+            batcher.pool = sorted((c, a, (s, i, read(s, i), c)) for s, i, c, a in state["pool"])
             batcher.counts.batches = state["batches"]
             batcher.cost_left, batcher.samples_left = state["cost_left"], state["samples_left"]
             batcher.arrival = state["arrival"]
             last = state["last"]
-            batcher.last = (last[0], last[1], None) if last is not None else None
+            batcher.last = (last[0], last[1], None, None) if last is not None else None
         for batch in batcher.run(self._costed(), drain=False):
             out = [self._sample(item) for item in batch]
-            first = batch[0] if batch else (0, 0, None)
+            first = batch[0] if batch else (0, 0)
             yield first[0], first[1], out  # type: ignore[index]
         if self.counters is not None and batcher.counts.left_out:
             self.counters.add("samples_left_out", batcher.counts.left_out)
 
-    def _costed(self) -> Iterator[tuple[int, Item]]:
-        """(cost, item) of every sample the overlong rule keeps; the rest counted."""
+    def _costed(self) -> Iterator[tuple[int, tuple[int, int, Any, int]]]:
+        """(cost, (shard, index, sample, cost)) of every sample the overlong rule keeps; the rest counted.
+        Each shard's costs become a list once while the buffer mixes it (a shuffled stream changes shard
+        at almost every sample: a numpy lookup per sample costs more than the batching)."""
         budget, overlong = self.options.budget, self.options.overlong
-        for item in self.source:  # type: ignore[union-attr]
-            raw = int(self.costs(item[0])[item[1]])
-            cost = admit(raw, budget, overlong)
+        lists: dict[int, list[int]] = {}  # the shards the buffer is mixing now, as lists: no numpy scalars
+        for shard, index, sample in self.source:  # type: ignore[union-attr]
+            costs = lists.get(shard)
+            if costs is None:
+                if len(lists) >= LISTED_SHARDS:
+                    lists.clear()
+                costs = lists[shard] = self.costs(shard).tolist()
+            raw = costs[index]
+            cost = raw if raw <= budget else admit(raw, budget, overlong)
             if cost != raw and self.counters is not None:
                 self.counters.add("samples_overlong")
             if cost is not None:
-                yield cost, item
+                yield cost, (shard, index, sample, cost)
 
     def _sample(self, item: Any) -> Any:
-        shard, index, sample = item
+        shard, index, sample, cost = item
         if sample is None:  # a restored repeat, known by id
             sample = self.source.read_one(shard, index)  # type: ignore[union-attr]
+            cost = min(int(self.costs(shard)[index]), self.options.budget)
         if isinstance(sample, dict):
-            raw = int(self.costs(shard)[index])
-            sample = {**sample, "__cost__": min(raw, self.options.budget)}
+            sample["__cost__"] = cost  # a sample is a dict of its own, made as it was read
         return sample

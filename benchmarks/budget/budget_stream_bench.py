@@ -1,0 +1,137 @@
+#!/usr/bin/env python3
+"""Token budgets, read (issue 34, acceptance 3): stream throughput with ``batch_tokens`` against plain
+batches of the same data, side by side in one run.
+
+Data: ``--samples`` (20,000) records, each a ``.txt`` of ~``--size`` (2,000) bytes and a ``.json`` with a
+log-normal ``num_tokens`` (median 600), packed with ``--cost num_tokens`` in shards of 1,000 under
+``--workdir``. Each contender reads one epoch, ``decode=False``, ``buffer_size=1000``, through a DataLoader
+with ``--workers`` (2) workers, in fresh processes alternated ``--repeats`` (3) times; the best epoch
+counts (this machine is noisy):
+
+* plain: ``batch_size=B`` (B: the mean samples per budgeted batch), collated to a list;
+* budget: ``batch_tokens=8192`` (each item already a list).
+
+    .venv/bin/python benchmarks/budget/budget_stream_bench.py          # ~1 minute here, data made once
+    .venv/bin/python benchmarks/budget/budget_stream_bench.py --no-save
+
+Results: markdown on stdout and ``benchmarks/results/budget-stream-<date>.{md,json}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]  # benchmarks/budget/<this> -> the repository
+sys.path.insert(0, str(ROOT))
+RESULTS = ROOT / "benchmarks" / "results"
+BUDGET = 8192
+
+
+def make_data(root: Path, samples: int, size: int) -> Path:
+    import numpy as np
+
+    from packer import PackOptions, pack
+
+    shards = root / "shards"
+    if (shards / "shardstream-index.json").exists():
+        return shards
+    root.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(0)
+    tokens = np.exp(rng.normal(np.log(600), 0.99, samples)).astype(int) + 1
+    with open(root / "m.jsonl", "w") as handle:
+        for i, n in enumerate(tokens):
+            handle.write(json.dumps({"id": f"s{i:07d}", "txt": "x" * size, "num_tokens": int(n)}) + "\n")
+    pack(root / "m.jsonl", shards, PackOptions(cost="num_tokens", max_count=1000), progress=False)
+    return shards
+
+
+def as_list(samples):
+    return samples
+
+
+def one_epoch(shards: str, mode: str, workers: int, batch: int) -> dict:
+    """Run in a fresh process: one epoch, its seconds and counts."""
+    from torch.utils.data import DataLoader
+
+    from streamer import ShardDataset
+
+    common = {"decode": False, "buffer_size": 1000, "seed": 0}
+    if mode == "budget":
+        ds = ShardDataset(shards, batch_tokens=BUDGET, **common)
+        loader = DataLoader(ds, batch_size=None, num_workers=workers, collate_fn=as_list)
+    else:
+        ds = ShardDataset(shards, **common)
+        loader = DataLoader(ds, batch_size=batch, num_workers=workers, collate_fn=as_list)
+    started = time.perf_counter()
+    batches = samples = 0
+    for items in loader:
+        batches += 1
+        samples += len(items)
+    return {"seconds": time.perf_counter() - started, "batches": batches, "samples": samples}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--samples", type=int, default=20_000)
+    parser.add_argument("--size", type=int, default=2_000)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--workdir", default="/tmp/shardstream-budget-bench")
+    parser.add_argument("--no-save", action="store_true")
+    parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        shards, mode, batch = args.child
+        print(json.dumps(one_epoch(shards, mode, args.workers, int(batch))))
+        return
+    shards = make_data(Path(args.workdir), args.samples, args.size)
+
+    def run(mode: str, batch: int) -> dict:
+        command = [
+            sys.executable,
+            __file__,
+            "--workers",
+            str(args.workers),
+            "--child",
+            str(shards),
+            mode,
+            str(batch),
+        ]
+        return json.loads(subprocess.run(command, capture_output=True, text=True, check=True).stdout)
+
+    probe = run("budget", 1)
+    batch = max(1, round(probe["samples"] / probe["batches"]))
+    runs: dict[str, list[dict]] = {"plain": [], "budget": []}
+    for _ in range(args.repeats):
+        for mode in ("plain", "budget"):
+            runs[mode].append(run(mode, batch))
+    best = {mode: max(r["samples"] / r["seconds"] for r in rs) for mode, rs in runs.items()}
+    lines = [
+        f"# Token budgets, read ({datetime.date.today()})",
+        "",
+        f"{args.samples:,} samples of ~{args.size:,} bytes, {args.workers} workers, best of {args.repeats}; "
+        f"plain batches of {batch} (the budgeted batches' mean), budget {BUDGET:,} tokens",
+        "",
+        "| contender | samples/s (best) | batches | samples |",
+        "|---|---|---|---|",
+    ]
+    for mode, rs in runs.items():
+        lines.append(f"| {mode} | {best[mode]:,.0f} | {rs[0]['batches']:,} | {rs[0]['samples']:,} |")
+    lines += ["", f"budget / plain: {best['budget'] / best['plain']:.2f}x"]
+    report = "\n".join(lines) + "\n"
+    print(report)
+    if not args.no_save:
+        RESULTS.mkdir(exist_ok=True)
+        stem = RESULTS / f"budget-stream-{datetime.date.today()}"
+        stem.with_suffix(".md").write_text(report)
+        stem.with_suffix(".json").write_text(json.dumps({"args": vars(args), "runs": runs}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
