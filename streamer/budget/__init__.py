@@ -7,4 +7,9 @@
 - ``batcher.py``: one worker's samples, in stream order, packed into exactly that many batches within the
   budget ("pack": costs sum to at most it; "pad": count x largest cost at most it), through a bounded
   window; what cannot fit is left out and counted, a shortfall filled by counted repeats.
+- ``plan.py``: the options record (``BudgetOptions``) and a worker's epoch (``slot_plan``), pure functions.
+- ``columns.py``: the cost column, read per shard from its ``.cols`` sidecar.
+- ``node.py``: the chain's last node, the batcher with its state saved (its window by ids).
+- ``elastic.py``: an elastic restore's leftover dealt again by cost (``WeighedStream``, ``deal_by_cost``).
+- ``setup.py``: what ``ShardDataset(batch_tokens=...)`` calls: the budget made, planned and restored.
 """

@@ -24,13 +24,14 @@ LISTED_SHARDS = 64  # the shards a shuffle buffer of 1,000 mixes at once, with r
 
 class BudgetBatches(Node):
     """State: ``{"source": ..., "pool": [[shard, index, cost, arrival], ...], "batches": n, "cost_left": c,
-    "samples_left": n, "arrival": n, "last": [shard, index] | None}``.
+    "samples_left": n, "arrival": n, "last": [shard, index] | None, "target": n}`` (the target saved: after
+    an elastic restore it comes from what was left, which a later resume no longer knows).
 
     ``source``: the chain before it (decoded samples); ``plan``: this worker's epoch (its target, cost and
     samples); ``options``: the budget; ``costs``: the cost column reader; ``counters``: where overlong and
     left-over samples are counted (None: nowhere)."""
 
-    state_keys = frozenset({"pool", "batches", "cost_left", "samples_left", "arrival", "last"})
+    state_keys = frozenset({"pool", "batches", "cost_left", "samples_left", "arrival", "last", "target"})
 
     def __init__(
         self,
@@ -62,12 +63,14 @@ class BudgetBatches(Node):
             "samples_left": b.samples_left,
             "arrival": b.arrival,
             "last": last,
+            "target": b.target,
         }
 
     def check_state(self, state: Any) -> None:
         """Ids, costs and counts of the types and ranges this node saves; ValueError naming the key."""
         state_keys_of(self, state, self.state_keys | {"source"})
-        state_int(self, state, "batches", 0, self.plan.target)
+        target = state_int(self, state, "target", 1)
+        state_int(self, state, "batches", 0, target)
         state_int(self, state, "arrival")
         for key in ("cost_left", "samples_left"):
             state_int(self, state, key, -(2**62), 2**62)
@@ -94,6 +97,7 @@ class BudgetBatches(Node):
         if state:
             read = source.read_one  # type: ignore[union-attr]
             batcher.pool = sorted((c, a, (s, i, read(s, i), c)) for s, i, c, a in state["pool"])
+            batcher.target = state["target"]
             batcher.counts.batches = state["batches"]
             batcher.cost_left, batcher.samples_left = state["cost_left"], state["samples_left"]
             batcher.arrival = state["arrival"]

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..elastic.deal import Plan
 from ..placement.segments import Segment, shard_order
 from .batcher import check_batching
 from .deal import Column, cost_segments
@@ -46,10 +47,12 @@ class BudgetOptions:
 @dataclass
 class SlotPlan:
     """A worker's epoch: its ``segments``, the ``target`` batches every worker yields, and the cost and
-    samples its segments hold once the overlong rule has been applied (``skipped``: samples it left out)."""
+    samples its segments hold once the overlong rule has been applied (``skipped``: samples it left out);
+    ``dealt``: after an elastic restore, the part of the leftover the segments read."""
 
     segments: list[Segment]
     target: int
+    dealt: Plan | None = None  # the part of an elastic restore's leftover these segments read
     cost: int = 0
     samples: int = 0
     skipped: int = 0
@@ -82,13 +85,7 @@ def slot_plan(
     segments = cost_segments(
         counts, sums, column, **place, seed=seed, epoch=epoch, shuffle=shuffle, weigh=weigh
     )
-    _, fill = probe(
-        _probe_costs(counts, column, seed, epoch, shuffle, max(options.probe_samples, 64 * options.window)),
-        budget=options.budget,
-        window=options.window,
-        mode=options.mode,
-        overlong=options.overlong,
-    )
+    fill = epoch_fill(counts, column, seed=seed, epoch=epoch, shuffle=shuffle, options=options)
     total = int(sums.sum())  # weighed as the overlong rule keeps costs: nothing left to discount
     target = target_batches(total, world * workers, budget=options.budget, kept=1.0, fill=fill)
     plan = SlotPlan(segments, target)
@@ -98,6 +95,22 @@ def slot_plan(
         plan.samples += 1
     plan.skipped = plan.truncated = 0  # counted again when the stream goes through them
     return plan
+
+
+def epoch_fill(
+    counts: np.ndarray, column: Column, *, seed: int, epoch: int, shuffle: bool, options: BudgetOptions
+) -> float:
+    """How full unpaced batches come out on the epoch's first shards (at least 64 windows of samples):
+    the same number on every worker, which reads those shards' columns alike."""
+    wanted = max(options.probe_samples, 64 * options.window)
+    _, fill = probe(
+        _probe_costs(counts, column, seed, epoch, shuffle, wanted),
+        budget=options.budget,
+        window=options.window,
+        mode=options.mode,
+        overlong=options.overlong,
+    )
+    return fill
 
 
 def weights(options: BudgetOptions) -> Callable[[np.ndarray], np.ndarray]:

@@ -5,12 +5,19 @@ Kept here so the dataset only names the budget (a few calls), and the planning s
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
+from ..chain.node import saved_state_of
+from ..elastic.deal import Plan, Stream
+from ..elastic.restore import rank_states
+from ..placement.segments import shard_order
 from .columns import CostColumns, check_costed
-from .plan import BudgetOptions, SlotPlan, slot_plan, weighed_sums
+from .elastic import WeighedStream, deal_by_cost, left_cost, slot_span
+from .node import BudgetBatches
+from .plan import BudgetOptions, SlotPlan, epoch_fill, slot_items, slot_plan, weighed_sums, weights
+from .target import target_batches
 
 WINDOWS = {"pack": 64, "pad": 1024}  # pad needs runs of like costs, rare among 64 samples
 
@@ -71,19 +78,68 @@ def budget_identity(budget: Budget | None) -> dict[str, Any]:
 
 
 def check_budget_state(state: Mapping[str, Any] | Sequence[Mapping[str, Any]], budget: Budget | None) -> None:
-    """ValueError unless ``state`` was saved with this budget (or both without one); an elastic restore
-    (a list of states) of budgeted batches is refused: its re-deal of what is left is not written yet."""
+    """ValueError unless ``state`` (one state, or every rank's for an elastic restore, dataset or
+    StatefulDataLoader states) was saved with this budget, or both without one."""
+    wanted = budget_identity(budget).get("budget")
     if isinstance(state, Sequence):
-        budgeted = budget is not None or any(isinstance(s, Mapping) and s.get("budget") for s in state)
-        if budgeted:
+        saved = [w.get("budget") for i, s in enumerate(state) for w in rank_states(s, i)[1]]
+    else:
+        saved = [state.get("budget")]
+    for one in saved:
+        if one != wanted:
             raise ValueError(
-                "an elastic restore (a list of states) with batch_tokens is not supported yet: resume on the "
-                "same world size and workers with this rank's own state"
+                f"the state was saved with batch_tokens options {one}, not {wanted}: batches depend on them, "
+                "so load it into a dataset made with the same batch_tokens, batching, batch_window and "
+                "overlong"
             )
-        return
-    saved, wanted = state.get("budget"), budget_identity(budget).get("budget")
-    if saved != wanted:
-        raise ValueError(
-            f"the state was saved with batch_tokens options {saved}, not {wanted}: batches depend on them, "
-            "so load it into a dataset made with the same batch_tokens, batching, batch_window and overlong"
-        )
+
+
+def weighed_stream(dataset: Any, epoch: int) -> WeighedStream:
+    """The dataset's epoch stream weighed by its budget."""
+    p, budget = dataset.placement, dataset.budget
+    order = shard_order(len(dataset.shards), p.seed, epoch, p.shuffle)
+    return WeighedStream(dataset.shards.counts, budget.sums, order, budget.costs, weights(budget.options))
+
+
+def budget_original(dataset: Any) -> Callable[[int, int, int, int, int], Plan]:
+    """(epoch, rank, world, worker, workers) -> the span a budgeted worker reads when nothing was restored."""
+    streams: dict[int, WeighedStream] = {}
+
+    def original(epoch: int, rank: int, world: int, worker: int, workers: int) -> Plan:
+        stream = streams.get(epoch) or streams.setdefault(epoch, weighed_stream(dataset, epoch))
+        return slot_span(stream, rank=rank, world=world, worker=worker, workers=workers)
+
+    return original
+
+
+def budget_held(node: Mapping[str, Any]) -> list[list[int]]:
+    """The ids a saved budgeted chain's batching window held."""
+    own = saved_state_of(BudgetBatches, node)
+    return [[int(e[0]), int(e[1])] for e in own["pool"]] if own is not None else []
+
+
+def budget_restored(dataset: Any, place: tuple[int, int, int, int], epoch: int, left: Plan) -> SlotPlan:
+    """A place's part of what an elastic restore left, by cost, and the target every new worker meets."""
+    rank, world, worker, workers = place
+    budget = dataset.budget
+    stream = weighed_stream(dataset, epoch)
+    plan = deal_by_cost(stream, left, rank=rank, world=world, worker=worker, workers=workers)
+    segments = Stream(dataset.shards.counts, stream.order).segments(plan)
+    p = dataset.placement
+    fill = epoch_fill(
+        dataset.shards.counts,
+        budget.costs,
+        seed=p.seed,
+        epoch=epoch,
+        shuffle=p.shuffle,
+        options=budget.options,
+    )
+    target = target_batches(
+        left_cost(stream, left), world * workers, budget=budget.options.budget, kept=1.0, fill=fill
+    )
+    slot = SlotPlan(segments, target, dealt=plan)
+    for cost, _ in slot_items(segments, budget.costs, budget.options, slot):
+        slot.cost += cost
+        slot.samples += 1
+    slot.skipped = slot.truncated = 0
+    return slot

@@ -20,7 +20,16 @@ from shardstream.io.httpoptions import HttpOptions, bind
 from shardstream.io.openers import OpenOptions
 
 from ..budget.node import BudgetBatches
-from ..budget.setup import budget_identity, budget_of, budget_plan, check_budget_state
+from ..budget.plan import SlotPlan
+from ..budget.setup import (
+    budget_held,
+    budget_identity,
+    budget_of,
+    budget_original,
+    budget_plan,
+    budget_restored,
+    check_budget_state,
+)
 from ..chain.deferred import Fetch, deferred_reads
 from ..chain.mapper import Mapper
 from ..chain.node import Node
@@ -153,6 +162,7 @@ class ShardDataset(StreamBase):
         )
         self._plan: Plan | None = None  # what the chain reads when an elastic restore dealt it
         self._digest: str | None = None
+        self._restored: SlotPlan | None = None  # a budget's slot of an elastic restore, until it is read
         self.budget = budget_of(
             self.shards, self.placement, opening, batch_tokens, batching, batch_window, overlong
         )
@@ -208,7 +218,8 @@ class ShardDataset(StreamBase):
         """
         check_budget_state(state, self.budget)
         if isinstance(state, Sequence):
-            self._pending = elastic_pending(state, identity=self._identity(), shards=self.shards)
+            budgeted = {"original": budget_original(self), "held": budget_held} if self.budget else {}
+            self._pending = elastic_pending(state, identity=self._identity(), shards=self.shards, **budgeted)
             return
         own = saved_fields(state, "ShardDataset")
         check_identity(own, self._identity())
@@ -248,6 +259,9 @@ class ShardDataset(StreamBase):
         if "left" in pending:  # an elastic restore: this place's deal of what the epoch has left
             rank, world, worker, workers = place
             left = pending["left"] if isinstance(pending["left"], Plan) else Plan.from_state(pending["left"])
+            if self.budget is not None:  # dealt by cost, to a target every new worker meets
+                self._restored = budget_restored(self, place, int(pending["epoch"]), left)
+                return int(pending["epoch"]), None, self._restored.dealt
             plan = deal(
                 left,
                 rank=rank,
@@ -284,7 +298,9 @@ class ShardDataset(StreamBase):
         recovery = Recovery(
             self.error_handling, counters=self._shared, counted=counted, locate=opener.sample_offset
         )
-        slot = budget_plan(self, place, epoch) if self.budget is not None and plan is None else None
+        slot = None
+        if self.budget is not None:
+            slot = budget_plan(self, place, epoch) if plan is None else self._budget_resumed(plan, epoch)
         if slot is not None:
             segments: Segments = slot.segments
         else:
@@ -307,6 +323,14 @@ class ShardDataset(StreamBase):
         if recovery.owes:  # only a policy that skips, with a length promised, can owe stand-ins
             node = StandIns(node, recovery)
         return node
+
+    def _budget_resumed(self, plan: Plan, epoch: int) -> SlotPlan:
+        """A budgeted chain that reads an elastic restore's deal: the slot planned when the restore was
+        loaded, or, resuming a state saved since, the deal's segments (its target is in the state)."""
+        restored, self._restored = self._restored, None
+        if restored is not None and restored.dealt == plan:
+            return restored
+        return SlotPlan(list(self._plan_segments(plan, epoch)), 1, dealt=plan)
 
     def _plan_segments(self, plan: Plan, epoch: int) -> Segments:
         p, counts = self.placement, self.shards.counts

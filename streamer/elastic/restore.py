@@ -17,7 +17,7 @@ old ranks equal, and the new ranks are equal by construction.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -47,9 +47,18 @@ def dataset_digest(shards: ShardList) -> str:
 
 
 def elastic_pending(
-    states: Sequence[Any], *, identity: Mapping[str, Any], shards: ShardList
+    states: Sequence[Any],
+    *,
+    identity: Mapping[str, Any],
+    shards: ShardList,
+    original: Callable[[int, int, int, int, int], Plan] | None = None,
+    held: Callable[[Mapping[str, Any]], Any] | None = None,
 ) -> dict[str, Any] | None:
-    """The pending restore for every old rank's states: ``{"epoch", "left": Plan}`` or a fresh epoch."""
+    """The pending restore for every old rank's states: ``{"epoch", "left": Plan}`` or a fresh epoch.
+
+    ``original``: (epoch, rank, world, worker, workers) -> what that worker's chain reads when no
+    restore dealt it (None: ``original_plan``'s equal sample quotas; a token budget's are equal costs);
+    ``held``: a saved chain's state -> ids it held past its shuffle buffer (a budget's batching window)."""
     if shards.counts is None:
         raise ValueError("an elastic restore needs per-shard sample counts: pass the packer's index")
     ranks = [rank_states(state, i) for i, state in enumerate(states)]
@@ -75,7 +84,7 @@ def elastic_pending(
     )
     total = stream.total
     by_place = {
-        place: _progress(w, stream, total, world, k, identity["remainder"])
+        place: _progress(w, stream, total, world, k, identity["remainder"], original, held)
         for place, w in by_place_of(placed).items()
     }
     dealt = any(w.get("plan") is not None for w in placed)
@@ -85,8 +94,17 @@ def elastic_pending(
             if (rank, worker) not in by_place:
                 if dealt:  # a restored run: the missing worker's plan is known only to its own state
                     raise ValueError(f"no state for rank {rank} worker {worker}: pass every rank's state")
-                plan = original_plan(
-                    total, rank=rank, world=world, worker=worker, workers=k, remainder=identity["remainder"]
+                plan = (
+                    original(epoch, rank, world, worker, k)
+                    if original is not None
+                    else original_plan(
+                        total,
+                        rank=rank,
+                        world=world,
+                        worker=worker,
+                        workers=k,
+                        remainder=identity["remainder"],
+                    )
                 )
                 by_place[rank, worker] = Progress(plan, 0)  # it had not begun: all of its slice is left
             progress.append(by_place[rank, worker])
@@ -188,13 +206,22 @@ def topology(states: list[Mapping[str, Any]], ranks: int) -> tuple[int, int]:
 
 
 def _progress(
-    state: Mapping[str, Any], stream: Stream, total: int, world: int, workers: int, remainder: str
+    state: Mapping[str, Any],
+    stream: Stream,
+    total: int,
+    world: int,
+    workers: int,
+    remainder: str,
+    original: Callable[[int, int, int, int, int], Plan] | None = None,
+    held: Callable[[Mapping[str, Any]], Any] | None = None,
 ) -> Progress:
     """One old worker's plan, how far its reader got and what its buffer held, from its saved chain."""
     rank, _, worker, _ = (int(v) for v in state["place"])
     try:
         if state.get("plan") is not None:
             plan = Plan.from_state(state["plan"])
+        elif original is not None:
+            plan = original(int(state["epoch"]), rank, world, worker, workers)
         else:
             plan = original_plan(
                 total, rank=rank, world=world, worker=worker, workers=workers, remainder=remainder
@@ -205,7 +232,9 @@ def _progress(
         buffer, reader = saved_state_of(ShuffleBuffer, node), saved_state_of(SampleReader, node)
         if reader is None:
             raise KeyError("segment")  # no node of the chain has the reader's state
-        buffered = sample_ids(buffer["buffer"]) if buffer is not None else ()
+        buffered = sample_ids(buffer["buffer"]) if buffer is not None else sample_ids(())
+        if held is not None:  # ids a later node held too (a budget's window): left like the buffer's
+            buffered = sample_ids(np.concatenate([buffered, sample_ids(held(node))]))
         read = stream.read(plan, int(reader["segment"]), int(reader["done"]))
         return Progress(plan, read, buffered)
     except (KeyError, TypeError, ValueError, IndexError) as exc:

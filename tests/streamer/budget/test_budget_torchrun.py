@@ -1,6 +1,6 @@
-"""Token budgets under a real torchrun job (issue 34, acceptance 2): 3 ranks x 2 workers, DDP (gloo), a
-skewed cost spread; every rank takes the same steps in every epoch, also through a checkpoint mid-epoch
-restored on the same topology, and no sample is trained on twice in an epoch."""
+"""Token budgets under real torchrun jobs (issue 34, acceptance 2): 3 ranks x 2 workers, DDP (gloo), a
+skewed cost spread; every rank takes the same steps in every epoch, through a checkpoint mid-epoch
+restored on the same topology and, elastically, on 2 ranks x 3 workers; nothing trained on twice."""
 
 from __future__ import annotations
 
@@ -16,10 +16,18 @@ from packer import PackOptions, pack
 from tests.streamer.datasets.test_torchrun import _torchrun_command
 
 SCRIPT = Path(__file__).parents[1] / "scripts" / "ddp_budget.py"
-BUDGET = 600  # as the script has it
+BUDGET, STOP = 600, 5  # as the script has them
 
 
-def test_torchrun_3x2_budgeted_batches_equal_steps_through_a_checkpoint(tmp_path):
+def _run(ranks: int, shards: Path, out: Path, phase: str, workers: int) -> list[dict]:
+    command = _torchrun_command(ranks, str(SCRIPT), str(shards), str(out), phase, str(workers))
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env, check=False)
+    assert result.returncode == 0, result.stderr[-4000:]
+    return [json.loads((out / f"{phase}-rank-{r}.json").read_text()) for r in range(ranks)]
+
+
+def test_torchrun_3x2_budgeted_steps_equal_through_a_checkpoint_and_an_elastic_restore_on_2x3(tmp_path):
     rng = np.random.default_rng(1)
     costs = np.minimum(np.exp(rng.normal(np.log(50), 1.2, 900)), 2000).astype(int) + 1
     records = [{"id": f"k{i:04d}", "txt": "t", "n": int(c)} for i, c in enumerate(costs)]
@@ -27,17 +35,19 @@ def test_torchrun_3x2_budgeted_batches_equal_steps_through_a_checkpoint(tmp_path
     pack(tmp_path / "m.jsonl", tmp_path / "shards", PackOptions(cost="n", max_count=70))
     out = tmp_path / "out"
     out.mkdir()
-    command = _torchrun_command(3, str(SCRIPT), str(tmp_path / "shards"), str(out))
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    result = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env, check=False)
-    assert result.returncode == 0, result.stderr[-4000:]
-    ranks = [json.loads((out / f"rank-{r}.json").read_text()) for r in range(3)]
+    first = _run(3, tmp_path / "shards", out, "first", 2)
+    kept = int((costs <= BUDGET).sum())
     for epoch in range(2):
-        steps = {len(r["epochs"][epoch]) for r in ranks}
+        steps = {len(r["epochs"][epoch]) for r in first}
         assert len(steps) == 1, f"epoch {epoch}: steps differ across ranks: {steps}"
-        seen = Counter(k for r in ranks for step in r["epochs"][epoch] for k in step["keys"])
-        assert max(seen.values()) == 1  # through the checkpoint too: nothing trained on twice
-        assert all(step["cost"] <= BUDGET for r in ranks for step in r["epochs"][epoch])
-        kept = int((costs <= BUDGET).sum())
+        seen = Counter(k for r in first for step in r["epochs"][epoch] for k in step["keys"])
+        assert max(seen.values()) == 1  # through the same-topology checkpoint too
+        assert all(step["cost"] <= BUDGET for r in first for step in r["epochs"][epoch])
         assert len(seen) >= 0.99 * kept  # what is left over is small (and counted in ds.errors)
-    assert any(step.get("resumed") for step in ranks[0]["epochs"][1])
+    second = _run(2, tmp_path / "shards", out, "second", 3)
+    assert len({len(r["epochs"][0]) for r in second}) == 1  # equal steps on the new topology
+    before = Counter(k for r in first for step in r["epochs"][1][:STOP] for k in step["keys"])
+    after = Counter(k for r in second for step in r["epochs"][0] for k in step["keys"])
+    assert max((before + after).values()) == 1  # the elastic rest: nothing twice in the epoch
+    assert len(before) + len(after) >= 0.99 * kept
+    assert all(step["cost"] <= BUDGET for r in second for step in r["epochs"][0])
