@@ -143,3 +143,12 @@ def budget_restored(dataset: Any, place: tuple[int, int, int, int], epoch: int, 
         slot.samples += 1
     slot.skipped = slot.truncated = 0
     return slot
+
+
+def budget_steps(dataset: Any, workers: int) -> int:
+    """The batches a rank yields in the dataset's epoch through ``workers`` DataLoader workers."""
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
+        raise ValueError(f"workers must be an int >= 0, not {workers!r}")
+    rank, world = dataset.placement.resolve()
+    slots = max(workers, 1)
+    return budget_plan(dataset, (rank, world, 0, slots), dataset.epoch).target * slots

@@ -28,6 +28,7 @@ from ..budget.setup import (
     budget_original,
     budget_plan,
     budget_restored,
+    budget_steps,
     check_budget_state,
 )
 from ..chain.deferred import Fetch, deferred_reads
@@ -173,11 +174,18 @@ class ShardDataset(StreamBase):
         total = self.shards.total
         if self.budget is not None:
             raise TypeError(
-                "with batch_tokens the batches per rank depend on num_workers: see budget_steps()"
+                "with batch_tokens the batches per rank depend on num_workers: ds.steps(num_workers)"
             )
         if total is None or self.placement.resampled:
             raise TypeError("len() needs per-shard counts (pass the packer's index) and resampled=False")
         return rank_quota(total, self.placement.resolve()[1], self.placement.remainder)
+
+    def steps(self, workers: int) -> int:
+        """With ``batch_tokens``: the batches this rank yields this epoch through a DataLoader of
+        ``workers`` workers (0: none), the same on every rank (reads the columns of a few shards)."""
+        if self.budget is None:
+            raise TypeError("steps() counts budgeted batches: this dataset has no batch_tokens (use len())")
+        return budget_steps(self, workers)
 
     # -- resumption ------------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:

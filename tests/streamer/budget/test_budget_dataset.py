@@ -176,3 +176,13 @@ def test_tars_made_elsewhere_indexed_with_cost_into_another_folder_batch_by_budg
     assert all(sum(s["__cost__"] for s in b) <= 60 for b in batches)
     assert len(keys) == len(set(keys)) and len(keys) + ds.errors["samples_left_out"] == 45
     assert {s["__key__"] for b in batches for s in b} <= set(samples)
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_steps_says_how_many_batches_a_rank_yields(costed, workers):
+    shards, _ = costed
+    ds = ShardDataset(shards, batch_tokens=BUDGET, seed=6, rank=1, world_size=2)
+    ds.set_epoch(3)
+    assert ds.steps(workers) == len(_epoch(ds, workers))
+    with pytest.raises(TypeError, match=r"ds\.steps\(num_workers\)"):
+        len(ds)
