@@ -4,6 +4,7 @@ The rule itself is the core's (``shardstream/format/costfield.py``), shared with
 
 from __future__ import annotations
 
+from shardstream.format.costestimate import estimate_cost, estimate_parameters, is_estimate
 from shardstream.format.costfield import BAD_COST, MAX_COST, RECORD_MEMBER, BadCost, record_cost
 
 from .sample import Reject, Sample
@@ -13,7 +14,10 @@ __all__ = ["BAD_COST", "MAX_COST", "RECORD_MEMBER", "sample_cost"]
 
 def sample_cost(sample: Sample, field: str) -> int | Reject:
     """The value of ``field`` in the sample's record, if a non-negative integer (an integral float such as
-    12.0 counts as 12); else a ``bad-cost`` reject naming the sample and the field."""
+    12.0 counts as 12); else a ``bad-cost`` reject naming the sample and the field. ``@estimate[:...]``:
+    the built-in estimate from the sample's members instead (``format/costestimate.py``)."""
+    if is_estimate(field):
+        return estimate_cost(sample.members, estimate_parameters(field))
     data = next((data for ext, data in sample.members if ext == RECORD_MEMBER), None)
     try:
         return record_cost(data, field)

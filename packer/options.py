@@ -6,6 +6,8 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from shardstream.format.costestimate import estimate_parameters, is_estimate
+
 from .media import MediaOptions
 from .sources.manifest import MEMBER_NAMINGS
 from .sources.records import FORMATS
@@ -19,6 +21,8 @@ class PackOptions:
     KEY.json, a Python record's key) holding a non-negative integer (tokens, or any unit); each shard then
     gets a ``.cols`` file of these values (``format/samplecols.py``, column "cost", always u8) and the index
     their sums per shard. A missing, negative, fractional or non-numeric value is a ``bad-cost`` reject.
+    ``"@estimate"`` (or ``"@estimate:chars_per_token=4,image_tokens=576"``): a built-in estimate from the
+    sample's text and media members instead (``shardstream/format/costestimate.py``).
     The other fields are documented by ``shardstream pack --help``."""
 
     prefix: str = "train"
@@ -57,6 +61,8 @@ class PackOptions:
             raise ValueError("resume and overwrite cannot both be set")
         if self.cost is not None and (not isinstance(self.cost, str) or not self.cost):
             raise ValueError(f"cost must name a field of the records, not {self.cost!r}")
+        if self.cost is not None and is_estimate(self.cost):
+            estimate_parameters(self.cost)  # a bad parameter is refused here, not at the first sample
         if not isinstance(self.media, MediaOptions):
             raise ValueError(f"media must be MediaOptions, not {self.media!r}")
 

@@ -84,7 +84,8 @@ CostField = Annotated[
         metavar="FIELD",
         help="Record field (manifest row, KEY.json) with each sample's cost, a non-negative integer "
         "such as num_tokens: written per shard to a .cols file, summed in the index; other values "
-        "are rejects of kind bad-cost.",
+        "are rejects of kind bad-cost. @estimate: text characters / 4 + 576 per image instead "
+        "(@estimate:chars_per_token=N,image_tokens=N).",
     ),
 ]
 ImageMaxSide = Annotated[
