@@ -3,7 +3,8 @@
 - ``deal.py``: the epoch's stream cut into equal-cost slices, one per rank and worker (a pure function of
   the per-shard cost sums, the seed and the place; it reads the cost column of the shards it cuts).
 - ``target.py``: how many batches every rank and worker yields: one number, from the total cost and a
-  fill probed on the epoch's first shards, the same everywhere without communication.
+  fill probed on the first shards (once, when the dataset is made), the same everywhere without
+  communication.
 - ``batcher.py``: one worker's samples, in stream order, packed into exactly that many batches within the
   budget ("pack": costs sum to at most it; "pad": count x largest cost at most it), through a bounded
   window; what cannot fit is left out and counted, a shortfall filled by counted repeats.

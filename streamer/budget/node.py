@@ -96,7 +96,9 @@ class BudgetBatches(Node):
         batcher = self._batcher = self._new_batcher()
         if state:
             read = source.read_one  # type: ignore[union-attr]
-            batcher.pool = sorted((c, a, (s, i, read(s, i), c)) for s, i, c, a in state["pool"])
+            batcher.pool = sorted(
+                (c, a, (s, i, _with_cost(read(s, i), c), c)) for s, i, c, a in state["pool"]
+            )
             batcher.target = state["target"]
             batcher.counts.batches = state["batches"]
             batcher.cost_left, batcher.samples_left = state["cost_left"], state["samples_left"]
@@ -104,7 +106,7 @@ class BudgetBatches(Node):
             last = state["last"]
             batcher.last = (last[0], last[1], None, None) if last is not None else None
         for batch in batcher.run(self._costed(), drain=False):
-            out = [self._sample(item) for item in batch]
+            out = [item[2] if item[2] is not None else self._sample(item) for item in batch]
             first = batch[0] if batch else (0, 0)
             yield first[0], first[1], out  # type: ignore[index]
         if self.counters is not None and batcher.counts.left_out:
@@ -127,13 +129,17 @@ class BudgetBatches(Node):
             if cost != raw and self.counters is not None:
                 self.counters.add("samples_overlong")
             if cost is not None:
-                yield cost, (shard, index, sample, cost)
+                yield cost, (shard, index, _with_cost(sample, cost), cost)
 
     def _sample(self, item: Any) -> Any:
-        shard, index, sample, cost = item
-        if sample is None:  # a restored repeat, known by id
-            sample = self.source.read_one(shard, index)  # type: ignore[union-attr]
-            cost = min(int(self.costs(shard)[index]), self.options.budget)
-        if isinstance(sample, dict):
-            sample["__cost__"] = cost  # a sample is a dict of its own, made as it was read
-        return sample
+        """A sample known by id only (a repeat after a restore), read again, with its cost."""
+        shard, index, _, _ = item
+        cost = min(int(self.costs(shard)[index]), self.options.budget)
+        return _with_cost(self.source.read_one(shard, index), cost)  # type: ignore[union-attr]
+
+
+def _with_cost(sample: Any, cost: int) -> Any:
+    """``sample`` with its ``__cost__``, when it is a dict (a ``decode=fn`` may return anything)."""
+    if isinstance(sample, dict):
+        sample["__cost__"] = cost
+    return sample

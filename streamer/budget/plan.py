@@ -73,11 +73,13 @@ def slot_plan(
     epoch: int,
     shuffle: bool,
     options: BudgetOptions,
+    fill: float | None = None,
 ) -> SlotPlan:
     """The plan of worker ``worker`` of rank ``rank``: reads the cost columns of the probe's shards, of
     the shards its slice's cuts fall in, and of its own shards (streamed, summed: O(1) memory).
     ``sums``: each shard's cost as the overlong rule keeps it (``weighed_sums``), so every slot holds the
-    same cost the batcher will see, overlong samples or not."""
+    same cost the batcher will see, overlong samples or not; ``fill``: the probed fill, when the caller
+    has it (a dataset probes once, when made); None probes the epoch's first shards here."""
     counts = np.asarray(counts, dtype=np.int64)
     sums = np.asarray(sums, dtype=np.int64)
     place = {"rank": rank, "world": world, "worker": worker, "workers": workers}
@@ -85,7 +87,8 @@ def slot_plan(
     segments = cost_segments(
         counts, sums, column, **place, seed=seed, epoch=epoch, shuffle=shuffle, weigh=weigh
     )
-    fill = epoch_fill(counts, column, seed=seed, epoch=epoch, shuffle=shuffle, options=options)
+    if fill is None:
+        fill = epoch_fill(counts, column, seed=seed, epoch=epoch, shuffle=shuffle, options=options)
     total = int(sums.sum())  # weighed as the overlong rule keeps costs: nothing left to discount
     target = target_batches(total, world * workers, budget=options.budget, kept=1.0, fill=fill)
     plan = SlotPlan(segments, target)

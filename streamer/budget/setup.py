@@ -23,11 +23,12 @@ WINDOWS = {"pack": 64, "pad": 1024}  # pad needs runs of like costs, rare among 
 
 
 class Budget:
-    """A dataset's budget: its ``options``, its cost column reader (``costs``) and every shard's cost
-    as the overlong rule keeps it (``sums``, read once when the dataset is made)."""
+    """A dataset's budget: its ``options``, its cost column reader (``costs``), every shard's cost as the
+    overlong rule keeps it (``sums``) and the fill probed on the first shards in index order (``fill``),
+    all found once when the dataset is made, so no worker probes again each epoch."""
 
-    def __init__(self, options: BudgetOptions, costs: CostColumns, sums: Any) -> None:
-        self.options, self.costs, self.sums = options, costs, sums
+    def __init__(self, options: BudgetOptions, costs: CostColumns, sums: Any, fill: float) -> None:
+        self.options, self.costs, self.sums, self.fill = options, costs, sums, fill
 
 
 def budget_of(
@@ -50,7 +51,8 @@ def budget_of(
     if placement.resampled:
         raise ValueError("batch_tokens plans each epoch from its samples; resampled=True draws forever")
     costs = CostColumns(shards, opening)
-    return Budget(options, costs, weighed_sums(shards.counts, costs, options))
+    fill = epoch_fill(shards.counts, costs, seed=0, epoch=0, shuffle=False, options=options)
+    return Budget(options, costs, weighed_sums(shards.counts, costs, options), fill)
 
 
 def budget_plan(dataset: Any, place: tuple[int, int, int, int], epoch: int) -> SlotPlan:
@@ -69,6 +71,7 @@ def budget_plan(dataset: Any, place: tuple[int, int, int, int], epoch: int) -> S
         epoch=epoch,
         shuffle=p.shuffle,
         options=budget.options,
+        fill=budget.fill,
     )
 
 
@@ -125,17 +128,8 @@ def budget_restored(dataset: Any, place: tuple[int, int, int, int], epoch: int, 
     stream = weighed_stream(dataset, epoch)
     plan = deal_by_cost(stream, left, rank=rank, world=world, worker=worker, workers=workers)
     segments = Stream(dataset.shards.counts, stream.order).segments(plan)
-    p = dataset.placement
-    fill = epoch_fill(
-        dataset.shards.counts,
-        budget.costs,
-        seed=p.seed,
-        epoch=epoch,
-        shuffle=p.shuffle,
-        options=budget.options,
-    )
     target = target_batches(
-        left_cost(stream, left), world * workers, budget=budget.options.budget, kept=1.0, fill=fill
+        left_cost(stream, left), world * workers, budget=budget.options.budget, kept=1.0, fill=budget.fill
     )
     slot = SlotPlan(segments, target, dealt=plan)
     for cost, _ in slot_items(segments, budget.costs, budget.options, slot):

@@ -1,11 +1,13 @@
 """How many batches every rank and worker yields in an epoch: one number, the same everywhere.
 
-``target = floor(C x kept / (S x budget x fill))``: C the epoch's cost (the index's sums), S the slots
-(ranks x workers), and two figures probed on the epoch's first shards in its shard order, which every
-worker reads alike: ``kept``, the share of cost the overlong rule keeps, and ``fill``, how full the
-batcher's unpaced batches come out on them. No worker talks to another. The target is an estimate of what
-each worker can fill; the batcher holds every worker to it exactly, so an estimate off by a fraction moves
-only how full the batches are and how much is left out (both counted), never the step count.
+``target = ceil(C / (S x budget x fill)) + 1``: C the epoch's cost as the overlong rule keeps it (the
+weighed sums), S the slots (ranks x workers), ``fill`` how full the batcher's unpaced batches come out on
+the first shards (a dataset probes them once, in index order; every worker reads them alike), and one
+batch more for the window each worker drains at its end. No worker talks to another. The target is an
+estimate of what each worker can fill; the batcher holds every worker to it exactly, so an estimate off
+by a fraction moves only how full the batches are and how much is left out (both counted), never the
+step count. (``probe`` also reports ``kept``, the share of cost the overlong rule keeps, for callers
+that deal by raw cost.)
 """
 
 from __future__ import annotations
