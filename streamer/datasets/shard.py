@@ -1,7 +1,7 @@
 """ShardDataset: tar shards into PyTorch — placed per rank and worker, shuffled, decoded, resumable.
 
 ``__init__`` only checks and groups the options (``options.py``, ``decode.DecodeOptions``); ``__iter__``
-only assembles the chain for this rank, worker and epoch:
+only assembles the chain for this rank, worker and epoch (resumption: ``shardresume.py``):
 
     SampleReader -> ShuffleBuffer -> Fetch -> Mapper(decode) -> StandIns -> sample dicts
 
@@ -10,7 +10,6 @@ each a node with ``reset(state)``/``get_state()``, so the dataset's state is the
 
 from __future__ import annotations
 
-import copy
 import os
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -22,14 +21,9 @@ from shardstream.io.openers import OpenOptions
 from ..budget.node import BudgetBatches
 from ..budget.plan import SlotPlan
 from ..budget.setup import (
-    budget_held,
-    budget_identity,
     budget_of,
-    budget_original,
     budget_plan,
-    budget_restored,
     budget_steps,
-    check_budget_state,
 )
 from ..chain.deferred import Fetch, deferred_reads
 from ..chain.mapper import Mapper
@@ -40,8 +34,7 @@ from ..chain.recovery import Recovery
 from ..chain.shuffle import ShuffleBuffer, buffer_seed
 from ..chain.standins import StandIns
 from ..decode.make import make_decoder
-from ..elastic.deal import Plan, Stream, deal
-from ..elastic.restore import check_identity, dataset_digest, elastic_pending
+from ..elastic.deal import Plan, Stream
 from ..placement.segments import (
     ResampledShards,
     Segments,
@@ -51,12 +44,12 @@ from ..placement.segments import (
     shard_order,
 )
 from ..placement.shards import ShardList
-from .base import Place, StreamBase, check_place
+from .base import Place, StreamBase
 from .options import Errors, Placement, Reading, default_prefetch
-from .saved import check_chain_state, saved_fields, saved_plan
+from .shardresume import ShardResume
 
 
-class ShardDataset(StreamBase):
+class ShardDataset(ShardResume, StreamBase):
     """Samples from tar shards: every sample once per epoch, equal counts on every rank, resumable.
 
     Where: ``source`` is a brace pattern of paths or URLs (``data/train-{000000..000127}.tar``), a list of
@@ -187,104 +180,7 @@ class ShardDataset(StreamBase):
             raise TypeError("steps() counts budgeted batches: this dataset has no batch_tokens (use len())")
         return budget_steps(self, workers)
 
-    # -- resumption ------------------------------------------------------------------------------------
-    def state_dict(self) -> dict[str, Any]:
-        """Where this dataset stands, as plain data (for ``torch.save``, JSON, a StatefulDataLoader).
-
-        Schema: ``epoch`` (int); ``place`` (``[rank, world, worker, workers]`` of the chain in use, or None
-        before one started); ``node`` (the chain's state, outermost node first, each inner node's state
-        under ``"source"``: stand-ins ``{"owed", "last"}``, the decoding ``Mapper`` only ``"source"``, the
-        shuffle buffer ``{"buffer": [[shard, index], ...], "rng"}``, the reader ``{"segment", "done"}``;
-        None before a chain started); ``plan`` (the deal an elastic
-        restore gave this place, or None); and the identity a state must share to load: ``dataset`` (a
-        digest of the shards and counts), ``seed``, ``shuffle``, ``remainder``, and with ``batch_tokens``,
-        ``budget`` (its options; the batcher's state ``{"pool", "batches", "cost_left", "samples_left",
-        "arrival", "last"}`` outermost in ``node``). Loaded but not yet read,
-        the loaded state is returned as it was (an elastic one with ``left``: what the epoch has left).
-        """
-        if self._pending is not None:  # loaded, not yet iterated: a checkpoint now must not lose it
-            pending = {k: v.to_state() if isinstance(v, Plan) else v for k, v in self._pending.items()}
-            return {**copy.deepcopy(pending), **self._identity()}
-        plan = self._plan.to_state() if self._plan is not None else None
-        return {**self._position(), "plan": plan, **self._identity()}
-
-    def _position(self) -> dict[str, Any]:
-        if self._chain is None:
-            return {"epoch": self.epoch, "place": None, "node": None}
-        chain, epoch, place = self._chain
-        return {"epoch": epoch, "place": list(place), "node": chain.get_state()}
-
-    def load_state_dict(self, state: Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> None:
-        """Continue, on the next iteration, where the run that saved ``state`` stood.
-
-        ``state``: this rank's own state (or its DataLoader worker's), to continue identically on the same
-        world size and workers; or the list of every old rank's states (``ShardDataset`` or
-        ``StatefulDataLoader`` states, in rank order), to continue the epoch on any world size and
-        workers, every sample still once (``streamer/elastic/restore.py``). Checked here, before any sample is
-        read: identity, every key's type and range, the chain's state as this place's chain would have saved
-        it (``saved.py``); a ValueError names the bad key.
-        """
-        check_budget_state(state, self.budget)
-        if isinstance(state, Sequence):
-            budgeted = {"original": budget_original(self), "held": budget_held} if self.budget else {}
-            self._pending = elastic_pending(state, identity=self._identity(), shards=self.shards, **budgeted)
-            return
-        own = saved_fields(state, "ShardDataset")
-        check_identity(own, self._identity())
-        plan = saved_plan(own["plan"], "plan", self.shards) if own.get("plan") is not None else None
-        if "left" in own:
-            saved_plan(own["left"], "left", self.shards)
-        if own.get("node"):  # the chain its place and epoch build checks its saved state
-            place: Place = tuple(int(v) for v in own["place"])  # type: ignore[assignment]
-            chain = self._build(place, int(own["epoch"]), plan, reads=False)
-            check_chain_state(chain, own["node"], self.shards, resampled=self.placement.resampled)
-        self._pending = own
-
-    def _identity(self) -> dict[str, Any]:
-        if self._digest is None:
-            self._digest = dataset_digest(self.shards)
-        p = self.placement
-        budget = budget_identity(self.budget)
-        return {
-            "dataset": self._digest,
-            "seed": p.seed,
-            "shuffle": p.shuffle,
-            "remainder": p.remainder,
-            **budget,
-        }
-
     # -- iteration -------------------------------------------------------------------------------------
-    def _start(self, pending: dict[str, Any] | None, place: Place) -> tuple[int, Any]:
-        epoch, node_state, self._plan = self._resume_point(pending, place)
-        return epoch, node_state
-
-    def _resume_point(
-        self, pending: dict[str, Any] | None, place: Place
-    ) -> tuple[int, dict[str, Any] | None, Plan | None]:
-        """The epoch to read, the chain's state to start from and the plan dealt by an elastic restore."""
-        if not pending:
-            return self.epoch, None, None
-        if "left" in pending:  # an elastic restore: this place's deal of what the epoch has left
-            rank, world, worker, workers = place
-            left = pending["left"] if isinstance(pending["left"], Plan) else Plan.from_state(pending["left"])
-            if self.budget is not None:  # dealt by cost, to a target every new worker meets
-                self._restored = budget_restored(self, place, int(pending["epoch"]), left)
-                return int(pending["epoch"]), None, self._restored.dealt
-            plan = deal(
-                left,
-                rank=rank,
-                world=world,
-                worker=worker,
-                workers=workers,
-                remainder=self.placement.remainder,
-            )
-            return int(pending["epoch"]), None, plan
-        plan = Plan.from_state(pending["plan"]) if pending.get("plan") is not None else None
-        if pending.get("node") is None:
-            return int(pending["epoch"]), None, plan
-        check_place(pending["place"], place)
-        return int(pending["epoch"]), pending["node"], plan
-
     def _assemble(self, place: Place, epoch: int) -> Node:
         return self._build(place, epoch, self._plan, reads=True)
 
@@ -331,14 +227,6 @@ class ShardDataset(StreamBase):
         if recovery.owes:  # only a policy that skips, with a length promised, can owe stand-ins
             node = StandIns(node, recovery)
         return node
-
-    def _budget_resumed(self, plan: Plan, epoch: int) -> SlotPlan:
-        """A budgeted chain that reads an elastic restore's deal: the slot planned when the restore was
-        loaded, or, resuming a state saved since, the deal's segments (its target is in the state)."""
-        restored, self._restored = self._restored, None
-        if restored is not None and restored.dealt == plan:
-            return restored
-        return SlotPlan(list(self._plan_segments(plan, epoch)), 1, dealt=plan)
 
     def _plan_segments(self, plan: Plan, epoch: int) -> Segments:
         p, counts = self.placement, self.shards.counts
