@@ -11,6 +11,6 @@
 - ``plan.py``: the options record (``BudgetOptions``) and a worker's epoch (``slot_plan``), pure functions.
 - ``columns.py``: the cost column, read per shard from its ``.cols`` sidecar.
 - ``node.py``: the chain's last node, the batcher with its state saved (its window by ids).
-- ``elastic.py``: an elastic restore's leftover dealt again by cost (``WeighedStream``, ``deal_by_cost``).
+- ``elastic.py``: an elastic restore's leftover dealt again by cost (``deal_by_cost``).
 - ``setup.py``: what ``ShardDataset(batch_tokens=...)`` calls: the budget made, planned and restored.
 """

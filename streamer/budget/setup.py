@@ -14,7 +14,8 @@ from ..elastic.deal import Plan, Stream
 from ..elastic.restore import rank_states
 from ..placement.segments import shard_order
 from .columns import CostColumns, check_costed
-from .elastic import WeighedStream, deal_by_cost, left_cost, slot_span
+from .deal import WeighedStream, slot_span
+from .elastic import deal_by_cost, left_cost
 from .node import BudgetBatches
 from .plan import BudgetOptions, SlotPlan, epoch_fill, slot_items, slot_plan, weighed_sums, weights
 from .target import target_batches

@@ -8,8 +8,8 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from streamer.budget.deal import cost_segments
-from streamer.budget.elastic import WeighedStream, deal_by_cost, left_cost, slot_span
+from streamer.budget.deal import WeighedStream, cost_segments, slot_span
+from streamer.budget.elastic import deal_by_cost, left_cost
 from streamer.budget.plan import BudgetOptions, weighed_sums, weights
 from streamer.elastic.deal import Plan, Stream
 from streamer.placement.segments import shard_order
