@@ -39,16 +39,27 @@ def _positions(stream: WeighedStream, counts, plan: Plan) -> list[tuple[int, int
     seed=st.integers(0, 2**16),
 )
 def test_a_budgeted_workers_span_is_its_cost_slice(kind, shards, per, world, workers, seed):
+    """Against a plain walk of the stream: a sample belongs to the slot whose cost interval holds the
+    cost before it (the last slot takes the rest), and the deal's segments read exactly those."""
     data = _dataset(kind, shards, per, seed)
     stream, counts, sums = _stream(data, seed)
+    slots, weigh = world * workers, weights(OPTIONS)
+    walk = [(int(shard), i) for shard in stream.order for i in range(len(data[shard]))]
+    costs = [int(weigh(data[shard][i : i + 1])[0]) for shard, i in walk]
+    before = np.concatenate(([0], np.cumsum(costs, dtype=np.int64)))[:-1]
+    total = int(sum(costs))
+    owner = [
+        min(slots - 1, next((k for k in range(slots) if c < (k + 1) * total // slots), slots - 1))
+        for c in before
+    ]
     for rank in range(world):
         for worker in range(workers):
             place = {"rank": rank, "world": world, "worker": worker, "workers": workers}
-            segments = cost_segments(
-                counts, sums, data.__getitem__, **place, seed=seed, epoch=1, weigh=weights(OPTIONS)
-            )
-            expected = [(s.shard, i) for s in segments for i in range(s.start, s.stop)]
+            slot = rank * workers + worker
+            expected = [id_ for id_, k in zip(walk, owner, strict=True) if k == slot]
             assert _positions(stream, counts, slot_span(stream, **place)) == expected
+            segments = cost_segments(counts, sums, data.__getitem__, **place, seed=seed, epoch=1, weigh=weigh)
+            assert [(s.shard, i) for s in segments for i in range(s.start, s.stop)] == expected
 
 
 @settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
