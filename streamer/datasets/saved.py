@@ -14,6 +14,7 @@ from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..budget.node import BudgetBatches
 from ..chain.node import Node, check_saved_chain, is_int, saved_state_of
 from ..chain.reader import SampleReader
 from ..chain.shuffle import ShuffleBuffer
@@ -76,18 +77,25 @@ def check_chain_state(
     chain: Node, node: Mapping[str, Any], shards: ShardList, *, resampled: bool = False
 ) -> None:
     """A saved chain's state, as ``chain`` (built for its place and epoch) would have saved it: each node's
-    keys (its own check), the ids it names, and a shuffle buffer holding only what the reader had read
-    (``resampled``: draws repeat ids by design, so only their range is checked)."""
+    keys (its own check), the ids it names, and a shuffle buffer (and a budget's batching window) holding
+    only what the reader had read (``resampled``: draws repeat ids by design, so only their range is
+    checked)."""
     check_saved_chain(chain, node)
     reader: Node | None = chain
     while reader is not None and not isinstance(reader, SampleReader):
         reader = reader.source
     buffer = saved_state_of(ShuffleBuffer, node)
-    if buffer is not None and isinstance(reader, SampleReader):
-        check_ids(buffer["buffer"], shards, "buffer")
+    window = saved_state_of(BudgetBatches, node)  # a token budget's batching window holds read ids too
+    held = list(buffer["buffer"]) if buffer is not None else []
+    if window is not None:
+        ids = [entry[:2] for entry in window["pool"]]
+        check_ids(ids + ([window["last"]] if window["last"] is not None else []), shards, "batching window")
+        held += ids
+    if held and isinstance(reader, SampleReader):
+        check_ids(held, shards, "buffer")
         position = saved_state_of(SampleReader, node) or {"segment": 0, "done": 0}
         if not resampled:
-            check_buffered(buffer["buffer"], reader.segments, position["segment"], position["done"])
+            check_buffered(held, reader.segments, position["segment"], position["done"])
     last = (saved_state_of(StandIns, node) or {}).get("last")
     if last is not None:
         check_ids([last], shards, "last")

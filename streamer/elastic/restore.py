@@ -25,6 +25,7 @@ import numpy as np
 from ..chain.node import saved_state_of
 from ..chain.reader import SampleReader
 from ..chain.shuffle import ShuffleBuffer
+from ..datasets.saved import check_ids
 from ..placement.segments import shard_order
 from ..placement.shards import ShardList
 from .deal import Plan, Progress, Stream, leftover, original_plan, sample_ids
@@ -84,7 +85,7 @@ def elastic_pending(
     )
     total = stream.total
     by_place = {
-        place: _progress(w, stream, total, world, k, identity["remainder"], original, held)
+        place: _progress(w, stream, total, world, k, identity["remainder"], original, held, shards)
         for place, w in by_place_of(placed).items()
     }
     dealt = any(w.get("plan") is not None for w in placed)
@@ -214,6 +215,7 @@ def _progress(
     remainder: str,
     original: Callable[[int, int, int, int, int], Plan] | None = None,
     held: Callable[[Mapping[str, Any]], Any] | None = None,
+    shards: ShardList | None = None,
 ) -> Progress:
     """One old worker's plan, how far its reader got and what its buffer held, from its saved chain."""
     rank, _, worker, _ = (int(v) for v in state["place"])
@@ -235,6 +237,8 @@ def _progress(
         buffered = sample_ids(buffer["buffer"]) if buffer is not None else sample_ids(())
         if held is not None:  # ids a later node held too (a budget's window): left like the buffer's
             buffered = sample_ids(np.concatenate([buffered, sample_ids(held(node))]))
+        if shards is not None:  # an id past the dataset fails here, named, not mid-epoch in a worker
+            check_ids(buffered.tolist(), shards, "buffer")
         read = stream.read(plan, int(reader["segment"]), int(reader["done"]))
         return Progress(plan, read, buffered)
     except (KeyError, TypeError, ValueError, IndexError) as exc:

@@ -186,3 +186,25 @@ def test_steps_says_how_many_batches_a_rank_yields(costed, workers):
     assert ds.steps(workers) == len(_epoch(ds, workers))
     with pytest.raises(TypeError, match=r"ds\.steps\(num_workers\)"):
         len(ds)
+
+
+@pytest.mark.parametrize("bad", [[10**9, 0], [0, 10**9]])
+@pytest.mark.parametrize("budgeted", [True, False])
+def test_a_saved_id_outside_the_dataset_is_refused_at_load_own_or_elastic(costed, bad, budgeted):
+    """A hostile or damaged state naming a sample the dataset does not have, in the batching window or in
+    the shuffle buffer: refused when loaded, with the id, not as an IndexError in a worker mid-epoch."""
+    shards, _ = costed
+    options = {"batch_tokens": BUDGET} if budgeted else {}
+    ds = ShardDataset(shards, seed=3, rank=0, world_size=2, buffer_size=40, **options)
+    next(iter(ds))
+    state = ds.state_dict()
+    node = state["node"]
+    key = "pool" if budgeted else "buffer"
+    while key not in node:
+        node = node["source"]
+    node[key][0] = [*bad, *node[key][0][2:]]  # buffer ids are pairs; window entries add cost, arrival
+    other = ShardDataset(shards, seed=3, rank=1, world_size=2, buffer_size=40, **options).state_dict()
+    for loaded, world in ((state, 2), ([state, other], 3)):
+        fresh = ShardDataset(shards, seed=3, rank=0, world_size=world, buffer_size=40, **options)
+        with pytest.raises(ValueError, match=r"sample \(\d+, \d+\) is not in the dataset"):
+            fresh.load_state_dict(loaded)
