@@ -15,12 +15,17 @@ Exactly ``target`` batches come out, always: once they are out, what is left is 
 from __future__ import annotations
 
 import bisect
-from collections.abc import Hashable, Iterable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from dataclasses import dataclass, field
+from itertools import islice
 
 import numpy as np
 
 MODES = ("pack", "pad")
+# Tops the pool up: (pool, wanted, arrival) -> the next arrival, having added at most ``wanted`` entries
+# (cost, arrival, id) with insort, costs in [0, budget]; fewer than ``wanted`` means the samples ran out.
+Entry = tuple[int, int, Hashable]  # a pool entry: (cost, arrival, id), sorted by cost then arrival
+TopUp = Callable[[list[Entry], int, int], int]
 _AFTER = float("inf")  # an arrival after every entry's
 
 
@@ -47,7 +52,8 @@ class PacedBatcher:
     shortfall repeats), ``counts``.
 
     ``budget``, ``target``, ``window``, ``mode``: as ``paced_batches`` takes them; ``cost`` and
-    ``samples``: what all the items add up to."""
+    ``samples``: what all the items add up to; ``fill``: how full unpaced batches come out (the probe's;
+    1: a batch stops at its even share of the cost left)."""
 
     def __init__(
         self,
@@ -59,46 +65,70 @@ class PacedBatcher:
         window: int = 64,
         mode: str = "pack",
         counts: BatchCounts | None = None,
+        fill: float = 1.0,
     ) -> None:
         check_batching(budget=budget, window=window, mode=mode)
         if target < 1:
             raise ValueError(f"target must be >= 1, not {target}")
+        if not 0 < fill <= 1:
+            raise ValueError(f"fill must be in (0, 1], not {fill!r}")
+        # What an unpaced batch leaves of the budget on average: a batch may pass its share by that much,
+        # so the full ones make up for the ones nothing more fits in (capped at the share, the mean fell
+        # below the probed fill and the deficit, known only at the end, was left out).
+        self.slack = round(budget * (1 - fill))
+        self.room = budget * fill  # what a batch holds on average, unpaced
         self.budget, self.target, self.window, self.mode = budget, target, window, mode
         self.counts = counts if counts is not None else BatchCounts()
-        self.pool: list[tuple[int, int, Hashable]] = []
+        self.pool: list[Entry] = []
         self.cost_left, self.samples_left = cost, samples
         self.arrival = 0
         self.last: Hashable | None = None
 
-    def run(self, items: Iterable[tuple[int, Hashable]], *, drain: bool = True) -> Iterator[list[Hashable]]:
+    def run(
+        self, items: Iterable[tuple[int, Hashable]], *, drain: bool = True, top_up: TopUp | None = None
+    ) -> Iterator[list[Hashable]]:
         """The batches still owed, from the pool and ``items``; then what is left, counted: by reading
-        the items to the end (``drain``), or, without reading them, as ``samples_left`` says."""
+        the items to the end (``drain``), or, without reading them, as ``samples_left`` says. ``top_up``:
+        how the pool is topped up instead of from ``items`` (a node's own loop: see ``TopUp``)."""
         counts, pool, budget = self.counts, self.pool, self.budget
         source = iter(items)
+        top_up = top_up if top_up is not None else _top_up_from(source, budget)
         exhausted = False
         while counts.batches < self.target:
-            while not exhausted and len(pool) < self.window:
-                try:
-                    item_cost, ident = next(source)
-                except StopIteration:
-                    exhausted = True
-                    break
-                if not 0 <= item_cost <= budget:
-                    raise ValueError(f"sample {ident!r} costs {item_cost}, outside [0, budget={budget}]")
-                bisect.insort(pool, (item_cost, self.arrival, ident))
-                self.arrival += 1
+            if not exhausted and len(pool) < self.window:
+                wanted = self.window - len(pool)
+                arrival = top_up(pool, wanted, self.arrival)
+                exhausted = arrival - self.arrival < wanted
+                self.arrival = arrival
             owed = self.target - counts.batches
             if not pool:  # out of samples with batches owed: repeat one, counted (none at all: empty)
-                batch, costs = ([self.last], [0]) if self.last is not None else ([], [])
-                counts.repeated += len(batch)
+                taken: list[Entry] = [(0, 0, self.last)] if self.last is not None else []
+                counts.repeated += len(taken)
+                cost = 0
             else:
-                share = -(-max(self.cost_left, 0) // owed)
+                # The last batch fills to the budget, not to its share: what it leaves is left out.
+                if owed > 1 and self.mode == "pack" and self.cost_left <= (owed - 1) * self.room:
+                    # Ahead: the batches after this one hold the rest at the probed fill, so this one
+                    # stops at its share (and the slack), spreading the samples over every batch owed.
+                    share = -(-max(self.cost_left, 0) // owed) + self.slack
+                else:  # behind, or the last batch: as full as it gets; what is left at the end is lost
+                    share = budget + 1
                 most = max(1, self.samples_left - (owed - 1))  # leave a sample for every batch still owed
-                batch, costs = _take(pool, budget, share, most, self.mode)
-                self.cost_left -= sum(costs)
-                self.samples_left -= len(batch)
+                taken, total = _take(pool, budget, share, most, self.mode)
+                if owed == 1 and self.mode == "pack":
+                    # ... and keeps topping the window up while something more fits.
+                    while not exhausted and total < budget and len(taken) < most and len(pool) < self.window:
+                        wanted = self.window - len(pool)
+                        arrival = top_up(pool, wanted, self.arrival)
+                        exhausted = arrival - self.arrival < wanted
+                        self.arrival = arrival
+                        total = _fit(pool, taken, total, budget, share, most)
+                self.cost_left -= total
+                self.samples_left -= len(taken)
+                cost = total if self.mode == "pack" else len(taken) * taken[0][0]
             counts.batches += 1
-            counts.costs.append(batch_cost(costs, self.mode))
+            counts.costs.append(cost)
+            batch = [entry[2] for entry in taken]
             self.last = batch[0] if batch else self.last
             yield batch
         if not drain:
@@ -115,6 +145,21 @@ class PacedBatcher:
             counts.left_out_cost += item_cost
 
 
+def _top_up_from(source: Iterator[tuple[int, Hashable]], budget: int) -> TopUp:
+    """The default ``TopUp``: (cost, id) pairs taken from ``source``, each cost checked against the budget."""
+
+    def top_up(pool: list[Entry], wanted: int, arrival: int) -> int:
+        insort = bisect.insort
+        for item_cost, ident in islice(source, wanted):  # a for loop, not a next() per item
+            if not 0 <= item_cost <= budget:
+                raise ValueError(f"sample {ident!r} costs {item_cost}, outside [0, budget={budget}]")
+            insort(pool, (item_cost, arrival, ident))
+            arrival += 1
+        return arrival
+
+    return top_up
+
+
 def paced_batches(
     items: Iterable[tuple[int, Hashable]],
     *,
@@ -125,43 +170,55 @@ def paced_batches(
     window: int = 64,
     mode: str = "pack",
     counts: BatchCounts | None = None,
+    fill: float = 1.0,
 ) -> Iterator[list[Hashable]]:
     """Exactly ``target`` batches (lists of ids) of ``items`` ((cost, id) pairs, each cost in [0, budget]).
 
     ``cost`` and ``samples``: what ``items`` add up to (they pace the batches; the count holds whatever
-    they are); ``counts``: filled in as batches go out."""
+    they are); ``counts``: filled in as batches go out; ``fill``: as ``PacedBatcher`` takes it."""
     batcher = PacedBatcher(
-        budget=budget, target=target, cost=cost, samples=samples, window=window, mode=mode, counts=counts
+        budget=budget,
+        target=target,
+        cost=cost,
+        samples=samples,
+        window=window,
+        mode=mode,
+        counts=counts,
+        fill=fill,
     )
     return batcher.run(items)
 
 
-def _take(
-    pool: list[tuple[int, int, Hashable]], budget: int, share: int, most: int, mode: str
-) -> tuple[list[Hashable], list[int]]:
-    """One batch, taken out of the pool: for "pack", its largest first, then the largest that still fits,
-    until the batch holds ``share``, ``most`` samples, or nothing more fits; for "pad", the run of like
-    costs that pads least (``_pad_run``), cut at ``share``."""
+def _take(pool: list[Entry], budget: int, share: int, most: int, mode: str) -> tuple[list[Entry], int]:
+    """One batch, taken out of the pool, and its real cost: for "pack", its largest first, then the
+    largest that still fits, until the batch holds ``share``, ``most`` samples, or nothing more fits; for
+    "pad", the run of like costs that pads least (``_take_run``), cut at ``share``."""
     if mode == "pad":
         return _take_run(pool, budget, share, most)
-    first_cost, _, first = pool.pop()
-    batch, costs, total = [first], [first_cost], first_cost
-    while pool and len(batch) < most and total < share:
-        # The largest that still fits: entries sort by (cost, arrival), so (room, inf) follows every
-        # entry of cost <= room; compared in C, without a key function called per probe.
-        at = bisect.bisect_right(pool, (budget - total, _AFTER)) - 1
-        if at < 0:
-            break
-        item_cost, _, ident = pool.pop(at)
-        batch.append(ident)
-        costs.append(item_cost)
-        total += item_cost
-    return batch, costs
+    taken = [pool.pop()]
+    return taken, _fit(pool, taken, taken[0][0], budget, share, most)
 
 
-def _take_run(
-    pool: list[tuple[int, int, Hashable]], budget: int, share: int, most: int
-) -> tuple[list[Hashable], list[int]]:
+def _fit(pool: list[Entry], taken: list[Entry], total: int, budget: int, share: int, most: int) -> int:
+    """Moves the pool's largest entry that still fits into ``taken`` while ``taken`` holds less than
+    ``share`` and ``most`` entries; its cost after."""
+    while pool and len(taken) < most and total < share:
+        room = budget - total
+        if pool[-1][0] <= room:  # the pool's largest still fits: no search
+            entry = pool.pop()
+        else:
+            # The largest that still fits: entries sort by (cost, arrival), so (room, inf) follows every
+            # entry of cost <= room; compared in C, without a key function called per probe.
+            at = bisect.bisect_right(pool, (room, _AFTER)) - 1
+            if at < 0:
+                break
+            entry = pool.pop(at)
+        taken.append(entry)
+        total += entry[0]
+    return total
+
+
+def _take_run(pool: list[Entry], budget: int, share: int, most: int) -> tuple[list[Entry], int]:
     """The padded batch that wastes least: for each pool entry as the batch's largest, the entries just
     below it, as many as the budget allows (count x largest); the one holding the most real cost (ties:
     the larger entry), then cut to the fewest of its largest that reach ``share``. The pool is
@@ -183,17 +240,24 @@ def _take_run(
     run = pool[top - take + 1 : top + 1]
     del pool[top - take + 1 : top + 1]
     run.reverse()
-    return [entry[2] for entry in run], [entry[0] for entry in run]
+    return run, sum(entry[0] for entry in run)
 
 
-def unpaced_costs(costs: Iterable[int], *, budget: int, window: int, mode: str) -> Iterator[int]:
-    """The real cost of each batch the window makes while full, with no target to pace to (as full as
-    batches get): what ``target.py`` probes fill with."""
-    pool: list[tuple[int, int, Hashable]] = []
+def unpaced_batches(
+    costs: Iterable[int], *, budget: int, window: int, mode: str
+) -> tuple[list[int], list[int]]:
+    """The real cost of each batch the window makes with no target to pace to (as full as batches get):
+    those made while it is full, and those made draining it at the end. What ``target.py`` probes."""
+    pool: list[Entry] = []
+    full = []
     for arrival, cost in enumerate(costs):
         bisect.insort(pool, (cost, arrival, arrival))
         if len(pool) >= window:
-            yield sum(_take(pool, budget, budget + 1, len(pool), mode)[1])
+            full.append(_take(pool, budget, budget + 1, len(pool), mode)[1])
+    drained = []
+    while pool:
+        drained.append(_take(pool, budget, budget + 1, len(pool), mode)[1])
+    return full, drained
 
 
 def check_batching(*, budget: int, window: int, mode: str) -> None:

