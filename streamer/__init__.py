@@ -23,6 +23,8 @@ _EXPORTS = {
     "ShardMap": "streamer.datasets.shardmap",
     "StatefulLoader": "streamer.datasets.loader",
     "collate": "streamer.batch.collate",
+    "cu_seqlens": "streamer.budget.collate",
+    "pack_collate": "streamer.budget.collate",
     "pad_collate": "streamer.batch.collate",
     "raw_collate": "streamer.batch.rawbatch",
     "register_decoder": "streamer.decode.registry",

@@ -12,5 +12,6 @@
 - ``columns.py``: the cost column, read per shard from its ``.cols`` sidecar.
 - ``node.py``: the chain's last node, the batcher with its state saved (its window by ids).
 - ``elastic.py``: an elastic restore's leftover dealt again by cost (``deal_by_cost``).
+- ``collate.py``: a packed batch's ``cu_seqlens`` and ``max_seqlen`` for varlen attention, from costs.
 - ``setup.py``: what ``ShardDataset(batch_tokens=...)`` calls: the budget made, planned and restored.
 """

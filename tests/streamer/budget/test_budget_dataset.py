@@ -8,6 +8,7 @@ import os
 
 import numpy as np
 import pytest
+import torch
 from torch.utils.data import DataLoader
 
 from packer import PackOptions, pack
@@ -208,3 +209,29 @@ def test_a_saved_id_outside_the_dataset_is_refused_at_load_own_or_elastic(costed
         fresh = ShardDataset(shards, seed=3, rank=0, world_size=world, buffer_size=40, **options)
         with pytest.raises(ValueError, match=r"sample \(\d+, \d+\) is not in the dataset"):
             fresh.load_state_dict(loaded)
+
+
+def test_pack_collate_gives_cu_seqlens_of_the_costs_through_workers(costed):
+    """What varlen attention takes: int32 running costs from 0, and the longest, for every batch."""
+    from streamer import pack_collate
+
+    shards, cost_of = costed
+    ds = ShardDataset(shards, batch_tokens=BUDGET, seed=1)
+    batches = list(DataLoader(ds, batch_size=None, num_workers=2, collate_fn=pack_collate))
+    assert len(batches) == ds.steps(2)
+    for batch in batches:
+        costs = [cost_of[s["__key__"]] for s in batch["samples"]]
+        bounds = batch["cu_seqlens"]
+        assert bounds.dtype == torch.int32 and bounds.tolist() == [0, *np.cumsum(costs).tolist()]
+        assert batch["max_seqlen"] == max(costs) and int(bounds[-1]) <= BUDGET
+
+
+def test_cu_seqlens_names_a_sample_without_its_cost(costed):
+    from streamer import cu_seqlens
+
+    shards, _ = costed
+    ds = ShardDataset(shards, batch_tokens=BUDGET, decode=lambda sample: sample["__key__"], seed=1)
+    batch = next(iter(ds))
+    with pytest.raises(ValueError, match=r"sample 0 of the batch \(str\) has no integer __cost__"):
+        cu_seqlens(batch)
+    assert cu_seqlens([]).tolist() == [0]

@@ -24,3 +24,6 @@ def test_the_readme_budget_example_runs(tmp_path):
     exec(compile(code.replace(DATASET, repr(str(tmp_path / "shards"))), str(README), "exec"), namespace)
     batch = namespace["batch"]  # the last batch
     assert isinstance(batch, list) and sum(s["__cost__"] for s in batch) <= 8192
+    item = namespace["item"]  # the last packed item: the same batch, with its boundaries
+    costs = [s["__cost__"] for s in item["samples"]]
+    assert item["cu_seqlens"].tolist()[1:] == [sum(costs[: i + 1]) for i in range(len(costs))]
