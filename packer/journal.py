@@ -25,10 +25,17 @@ class PackProgress:
     oversized: int = 0
     shards: list[ShardEntry] = field(default_factory=list)
     column_sums: dict[str, list[int]] = field(default_factory=dict)  # per-sample column -> each shard's sum
+    column_tails: dict[str, list[list[int]]] = field(default_factory=dict)  # and each shard's largest values
+
+    def whole_tails(self) -> dict[str, list[list[int]]]:
+        """The tails of every shard: a column resumed from an older journal (no tails for its first
+        shards) has none, and its readers read the sidecars instead."""
+        return {k: v for k, v in self.column_tails.items() if len(v) == len(self.shards)}
 
     def to_json(self) -> dict[str, Any]:
         # A column's sum for the last shard only, as its row: the load rebuilds the lists line by line.
         sums = {name: values[-1] for name, values in self.column_sums.items() if values}
+        tails = {name: values[-1] for name, values in self.column_tails.items() if values}
         return {
             "position": self.position,
             "rejects_bytes": self.rejects_bytes,
@@ -40,6 +47,7 @@ class PackProgress:
             "oversized": self.oversized,
             "shard": self.shards[-1].to_row() if self.shards else None,
             **({"column_sums": sums} if sums else {}),
+            **({"column_tails": tails} if tails else {}),
         }
 
 
@@ -81,9 +89,13 @@ class Journal:
                 break  # a line torn by the kill: the shard it names was never recorded, so redo it
             try:
                 shard = entry["shard"]
-                sums = progress.column_sums
+                sums, tails = progress.column_sums, progress.column_tails
                 if shard is not None and "column_sums" in entry:
                     sums = {k: [*sums.get(k, []), int(v)] for k, v in entry["column_sums"].items()}
+                if shard is not None and "column_tails" in entry:
+                    tails = {
+                        k: [*tails.get(k, []), [int(x) for x in v]] for k, v in entry["column_tails"].items()
+                    }
                 progress = PackProgress(
                     position=entry["position"],
                     rejects_bytes=entry["rejects_bytes"],
@@ -97,6 +109,7 @@ class Journal:
                     # None: progress recorded before any shard (every item so far rejected)
                     shards=progress.shards if shard is None else [*progress.shards, ShardEntry(*shard)],
                     column_sums=sums,
+                    column_tails=tails,
                 )
             except (
                 KeyError,

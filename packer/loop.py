@@ -242,6 +242,7 @@ class Packer:
         write_keys(self.work / f"{entry.name}.keys", self.writer.keys, len(self.progress.shards))
         if self.options.cost is not None:
             self.progress.column_sums.setdefault(COST, []).append(self.writer.cost_sum)
+            self.progress.column_tails.setdefault(COST, []).append(self.writer.cost_tail)
         self.writer = None
         self.progress.shards.append(entry)
         self.progress.position = position

@@ -121,6 +121,7 @@ def _run_and_index(packer: Packer, started: float) -> PackSummary:
         keys=KEYS_NAME,
         sample_columns={COST: "u8"} if options.cost is not None else {},
         column_sums=progress.column_sums,
+        column_tails=progress.whole_tails(),
     )
     index.save(out / INDEX_NAME)
     packer.journal.path.unlink(missing_ok=True)

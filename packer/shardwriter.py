@@ -19,6 +19,7 @@ from shardstream.format import (
 )
 from shardstream.format.constants import END_OF_ARCHIVE
 from shardstream.format.samplecols import COST, encode_sample_columns
+from shardstream.format.tails import column_tail
 from shardstream.format.tarheader import padded
 from shardstream.io.publish import Publishing
 
@@ -94,6 +95,11 @@ class TarShardWriter:
     @property
     def cost_sum(self) -> int:
         return sum(self.costs) if self.costs is not None else 0
+
+    @property
+    def cost_tail(self) -> list[int]:
+        """The shard's largest costs, largest first (``format/tails.py``): the index's tail for it."""
+        return column_tail(self.costs) if self.costs is not None else []
 
     def abort(self) -> None:
         self._file.abort()

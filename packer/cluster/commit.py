@@ -117,11 +117,20 @@ def commit(outdir: str | os.PathLike[str] | Store, *, resumed_from_shard: int = 
 
 
 def _cost_columns(plan: Plan, results: list[PartResult]) -> dict[str, Any]:
-    """With --cost: the index's declaration and each shard's sum, the parts' lists end to end."""
+    """With --cost: the index's declaration and each shard's sum and tail, the parts' lists end to end
+    (no tails when a part lacks them: an older packer's, whose shards' sidecars are read instead)."""
     if plan.options.cost is None:
         return {}
     sums = [s for r in results for s in r.column_sums.get(COST, [])]
-    return {"sample_columns": {COST: "u8"}, "column_sums": {COST: sums}}
+    tails = [t for r in results for t in r.column_tails.get(COST, [])]
+    whole = len(tails) == len(sums) and all(
+        len(r.column_tails.get(COST, [])) == len(r.shards) for r in results
+    )
+    return {
+        "sample_columns": {COST: "u8"},
+        "column_sums": {COST: sums},
+        "column_tails": {COST: tails} if whole else {},
+    }
 
 
 def _save_index(store: Store, index: DatasetIndex) -> None:

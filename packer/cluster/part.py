@@ -47,6 +47,7 @@ class PartResult:
     rejected: dict[str, int] = field(default_factory=dict)
     field_bytes: dict[str, int] = field(default_factory=dict)  # absent from an older packer's marker
     column_sums: dict[str, list[int]] = field(default_factory=dict)  # per shard, with --cost
+    column_tails: dict[str, list[list[int]]] = field(default_factory=dict)  # absent from an older marker
 
     def to_json(self) -> str:
         doc = {**self.__dict__, "shards": [s.to_row() for s in self.shards]}
@@ -178,6 +179,7 @@ def _pack_part(
         rejected=progress.rejected,
         field_bytes=progress.field_bytes,
         column_sums=progress.column_sums,
+        column_tails=progress.whole_tails(),
     )
     (folder / WORK_DIR_NAME).mkdir(exist_ok=True)  # the key files' folder, even for a part of rejects only
     write_atomic(folder / DONE_NAME, result.to_json().encode("utf-8"))

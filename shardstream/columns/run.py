@@ -176,5 +176,11 @@ def _commit(
         index.sample_columns[name] = dtype
         index.column_sums[name] = [int(record["sums"][name]) for record in done]
         summary.sums[name] = sum(index.column_sums[name])
+        # every shard's tail, or none (a journal an older run wrote, a column with negative values)
+        tails = [record.get("tails", {}).get(name) for record in done]
+        if all(tail is not None for tail in tails):
+            index.column_tails[name] = tails
+        else:
+            index.column_tails.pop(name, None)
     summary.columns = dict(names)
     index.save(index_path)

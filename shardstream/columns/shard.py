@@ -21,6 +21,7 @@ from ..format.samplecols import (
     decode_sample_columns,
     encode_sample_columns,
 )
+from ..format.tails import column_tail
 from ..format.tarread import iter_samples
 from ..io.localfiles import open_regular
 from ..io.publish import write_atomic
@@ -68,7 +69,8 @@ def column_batch(tasks: list[ShardTask]) -> list[dict[str, Any]]:
 
 
 def column_shard(task: ShardTask, fn: SampleFn | None = None) -> dict[str, Any]:
-    """Compute, merge, publish; the journal record: ``{"shard", "dtypes", "sums"}``."""
+    """Compute, merge, publish; the journal record: ``{"shard", "dtypes", "sums", "tails"}`` (a tail for
+    each column with no negative value: the index keeps tails of non-negative columns only)."""
     fn = fn if fn is not None else load_function(task.fn)
     values: dict[str, list[int]] = {}
     count = 0
@@ -90,7 +92,9 @@ def column_shard(task: ShardTask, fn: SampleFn | None = None) -> dict[str, Any]:
         raise ValueError(f"fn {task.fn!r} on {task.path}: {exc}") from None
     write_atomic(Path(task.cols), data, durable=False, unique=True)  # the journal line vouches for it
     sums = {name: column_sum(np.asarray(v, dtype=dtype_of(name))) for name, v in values.items()}
-    return {"shard": task.shard, "samples": count, "dtypes": {n: dtype_of(n) for n in values}, "sums": sums}
+    tails = {name: column_tail(v) for name, v in values.items() if not v or min(v) >= 0}
+    dtypes = {n: dtype_of(n) for n in values}
+    return {"shard": task.shard, "samples": count, "dtypes": dtypes, "sums": sums, "tails": tails}
 
 
 def _collect(values: dict[str, list[int]], result: Any, task: ShardTask, key: str, i: int) -> None:

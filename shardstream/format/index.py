@@ -16,6 +16,7 @@ from .columns import ShardColumns, columns_name, encode_columns
 from .constants import COLUMNS_THRESHOLD, FORMAT_NAME, FORMAT_VERSION, FORMAT_VERSION_COLUMNS
 from .entry import ShardEntry
 from .samplecols import INTEGER_DTYPES, check_column_name, check_dtype
+from .tails import check_tails
 
 __all__ = ["COLUMNS_THRESHOLD", "DatasetIndex", "ReadColumns", "ShardEntry"]
 
@@ -38,7 +39,10 @@ class DatasetIndex:
     ``sample_columns``: the per-sample columns every shard has in its ``.cols`` file (name -> dtype code,
     ``format/samplecols.py``; empty: none). ``column_sums``: per integer column, each shard's total in
     shard order, so a planner knows every shard's cost without reading a sidecar. Both are saved only when
-    set; version 2 keeps the sums in the JSON too (8 digits a shard and column: fine to ~10^6 shards)."""
+    set; version 2 keeps the sums in the JSON too (8 digits a shard and column: fine to ~10^6 shards).
+    ``column_tails``: per column with sums, each shard's TAIL_SIZE largest values, largest first
+    (``format/tails.py``): a planner knows which samples pass a budget from them alone. Absent from an
+    index written before them; a reader then reads the sidecars."""
 
     pattern: str | None
     shards: Sequence[ShardEntry]
@@ -51,6 +55,7 @@ class DatasetIndex:
     keys: str | None = None
     sample_columns: dict[str, str] = field(default_factory=dict)
     column_sums: dict[str, list[int]] = field(default_factory=dict)
+    column_tails: dict[str, list[list[int]]] = field(default_factory=dict)
 
     @property
     def samples(self) -> int:
@@ -99,6 +104,10 @@ class DatasetIndex:
             head["sample_columns"] = dict(self.sample_columns)
         if self.column_sums:
             head["column_sums"] = {name: list(sums) for name, sums in self.column_sums.items()}
+        if self.column_tails:
+            head["column_tails"] = {
+                name: [list(t) for t in tails] for name, tails in self.column_tails.items()
+            }
         return head
 
     def to_json(self) -> str:
@@ -142,6 +151,12 @@ class DatasetIndex:
             else:
                 shards = _read_columns(doc, pattern, source, read_columns)
             sample_columns, column_sums = _sample_columns(doc, len(shards), source)
+            counts = (
+                shards.integers("samples")
+                if isinstance(shards, ShardColumns)
+                else [e.samples for e in shards]
+            )
+            column_tails = check_tails(doc.get("column_tails", {}), column_sums, counts, source)
             return cls(
                 pattern=pattern,
                 shards=shards,
@@ -154,6 +169,7 @@ class DatasetIndex:
                 keys=_relative_folder(doc.get("keys"), source),
                 sample_columns=sample_columns,
                 column_sums=column_sums,
+                column_tails=column_tails,
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise FormatError(f"{source}: malformed index ({exc!r})") from exc

@@ -311,10 +311,16 @@ def _commit(
 
 
 def _cost_columns(kept: list[dict[str, Any]], cost: str | None) -> dict[str, Any]:
-    """The index's cost column when every kept shard has its .cols (none: a bad cost, or no ``cost``)."""
+    """The index's cost column when every kept shard has its .cols (none: a bad cost, or no ``cost``),
+    with each shard's tail when every record has one (a journal an older indexer wrote has none)."""
     if cost is None or any("cost_sum" not in record for record in kept):
         return {}
-    return {"sample_columns": {COST: "u8"}, "column_sums": {COST: [record["cost_sum"] for record in kept]}}
+    tails = [record["cost_tail"] for record in kept if "cost_tail" in record]
+    return {
+        "sample_columns": {COST: "u8"},
+        "column_sums": {COST: [record["cost_sum"] for record in kept]},
+        "column_tails": {COST: tails} if len(tails) == len(kept) else {},
+    }
 
 
 def _write_rejects(path: Path, problems: list[dict[str, Any]]) -> None:

@@ -19,6 +19,7 @@ from ..format.offsets import encode_offsets, offsets_name
 from ..format.samplecols import COST, encode_sample_columns, sample_columns_name
 from ..format.scan import ShardScan, scan_file, scan_shard
 from ..format.sidecars import offsets_sidecar, sample_columns_sidecar
+from ..format.tails import column_tail
 from ..io.publish import write_atomic
 from ..io.urls import is_remote
 
@@ -107,7 +108,7 @@ def _costs(scan: ShardScan, field: str, path: str) -> dict[str, Any]:
         Path(path).unlink(missing_ok=True)  # an earlier run's columns for this shard no longer hold
         return {"bad_costs": len(bad), "bad_cost_samples": bad[:BAD_COSTS_SHOWN]}
     _publish(path, encode_sample_columns({COST: costs}, {COST: "u8"}))
-    return {"cost_sum": sum(costs)}
+    return {"cost_sum": sum(costs), "cost_tail": column_tail(costs)}
 
 
 def _scan_remote(url: str, settings: ScanSettings) -> tuple[ShardScan, bool]:

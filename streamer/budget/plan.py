@@ -154,15 +154,43 @@ def weights(options: BudgetOptions) -> Callable[[np.ndarray], np.ndarray]:
     return weigh
 
 
-def weighed_sums(counts: np.ndarray, column: Column, options: BudgetOptions) -> np.ndarray:
-    """Every shard's cost as the overlong rule keeps it: what ``slot_plan`` deals by. Reads every cost
-    column once (O(samples) time, O(shards) memory); a dataset computes it once, not per epoch."""
+def weighed_sums(
+    counts: np.ndarray,
+    column: Column,
+    options: BudgetOptions,
+    *,
+    sums: np.ndarray | None = None,
+    tails: np.ndarray | None = None,
+) -> np.ndarray:
+    """Every shard's cost as the overlong rule keeps it: what ``slot_plan`` deals by; a dataset computes it
+    once, not per epoch. With the index's ``sums`` and ``tails`` (``ShardList.cost_tails``) a shard whose
+    tail holds every cost over the budget is weighed from them (``tail_weighed``); the others, or all
+    without tails, from their cost column, read once (O(samples) time, O(shards) memory)."""
     weigh = weights(options)
-    return np.fromiter(
-        (int(weigh(column(shard)).sum()) if counts[shard] else 0 for shard in range(len(counts))),
-        dtype=np.int64,
-        count=len(counts),
-    )
+    out = np.zeros(len(counts), dtype=np.int64)
+    exact = np.zeros(len(counts), dtype=bool)
+    if sums is not None and options.overlong == "error":
+        out[:], exact[:] = sums, True  # every cost weighs itself: the sums are the weights
+    elif sums is not None and tails is not None:
+        out, exact = tail_weighed(np.asarray(counts), np.asarray(sums), tails, options)
+    for shard in np.flatnonzero(~exact):
+        out[shard] = int(weigh(column(int(shard))).sum()) if counts[shard] else 0
+    return out
+
+
+def tail_weighed(
+    counts: np.ndarray, sums: np.ndarray, tails: np.ndarray, options: BudgetOptions
+) -> tuple[np.ndarray, np.ndarray]:
+    """(weighed sums, exact): each shard's weighed cost from its sum and tail (largest costs first, -1
+    past its end), exact where the tail holds every sample or its smallest is within the budget, so that
+    no cost over the budget lies outside it (elsewhere the sum is a placeholder: read the column)."""
+    budget = options.budget
+    held = (tails >= 0).sum(axis=1)
+    smallest = tails[np.arange(len(tails)), np.maximum(held - 1, 0)]
+    exact = (held == counts) | ((held > 0) & (smallest <= budget))
+    over = np.where(tails > budget, tails, 0)
+    cut = over.sum(axis=1) if options.overlong == "skip" else np.where(over > 0, over - budget, 0).sum(axis=1)
+    return np.asarray(sums, dtype=np.int64) - cut, exact
 
 
 def slot_items(

@@ -78,7 +78,8 @@ def budget_of(
     if placement.resampled:
         raise ValueError("batch_tokens plans each epoch from its samples; resampled=True draws forever")
     costs = CostColumns(shards, opening)
-    return Budget(options, costs, weighed_sums(shards.counts, costs, options), shards.counts)
+    sums = weighed_sums(shards.counts, costs, options, sums=shards.cost_sums, tails=shards.cost_tails)
+    return Budget(options, costs, sums, shards.counts)
 
 
 def budget_plan(dataset: Any, place: tuple[int, int, int, int], epoch: int) -> SlotPlan:

@@ -17,6 +17,7 @@ from shardstream.errors import FormatError, redact_url
 from shardstream.format import INDEX_NAME, BracePattern, DatasetIndex, ShardColumns, offsets_name
 from shardstream.format.samplecols import COST, sample_columns_name
 from shardstream.format.sidecars import offsets_sidecar, sample_columns_sidecar
+from shardstream.format.tails import tail_array
 from shardstream.io.openers import OpenOptions, read_small
 from shardstream.io.urls import join_url, local_path, scheme_of
 
@@ -104,6 +105,9 @@ class ShardList:
         self.sizes = sizes  # bytes per shard as indexed: a shard of another size has a stale sidecar
         self.cost_sums = cost_sums  # per shard, the sum of its samples' costs (token budgets plan with it)
         self.columns_urls: Sequence[str] | None = None  # .cols apart from their shards, as offsets are
+        # per shard, its largest costs, largest first, -1 past each tail's end (``format/tails.py``):
+        # a budget weighs a shard from them alone when they hold every cost over it; None: not indexed
+        self.cost_tails: np.ndarray | None = None
 
     def sha256(self, shard: int) -> str | None:
         return self.digests[shard].tobytes().hex() if self.digests is not None else None
@@ -180,6 +184,8 @@ class ShardList:
         cost_sums = np.asarray(costs, dtype=np.int64) if costs is not None else None
         shards = cls(_Joined(url, names), counts, redact_url(url), digests, offsets_urls, keys_url, sizes)
         shards.cost_sums, shards.columns_urls = cost_sums, columns_urls
+        tails = index.column_tails.get(COST) if cost_sums is not None else None
+        shards.cost_tails = tail_array(tails) if tails is not None else None
         return shards
 
 
