@@ -10,6 +10,7 @@ padding to the longest costs), and taking the pool's largest first groups like l
 Exactly ``target`` batches come out, always: once they are out, what is left is counted in
 ``left_out``; if the samples run out first, each batch still owed repeats one sample (counted in
 ``repeated``). Memory is O(window); the trade-off is the window: larger packs fuller and sorts more.
+The pool's insert and "pack" take run in C (``_pool.c``) when it is built, the same loops in Python when not.
 """
 
 from __future__ import annotations
@@ -21,12 +22,35 @@ from itertools import islice
 
 import numpy as np
 
+try:  # the pool's loops in C (_pool.c); without a compiler, the same loops in Python
+    from . import _pool as _native
+except ImportError:
+    _native = None
+
 MODES = ("pack", "pad")
 # Tops the pool up: (pool, wanted, arrival) -> the next arrival, having added at most ``wanted`` entries
 # (cost, arrival, id) with insort, costs in [0, budget]; fewer than ``wanted`` means the samples ran out.
 Entry = tuple[int, int, Hashable]  # a pool entry: (cost, arrival, id), sorted by cost then arrival
 TopUp = Callable[[list[Entry], int, int], int]
 _AFTER = float("inf")  # an arrival after every entry's
+
+
+@dataclass(frozen=True)
+class PoolLoops:
+    """The pool's per-sample loops: ``insort(pool, entry)`` (bisect.insort: arrivals are unique, so an
+    entry's (cost, arrival) places it), and the "pack" take: ``take(pool, budget, share, most)`` ->
+    (ids, total) and ``fit(pool, ids, total, budget, share, most)`` -> total (``take_pack``, ``fit_pack``)."""
+
+    insort: Callable[[list[Entry], Entry], None]
+    take: Callable[[list[Entry], int, int, int], tuple[list[Hashable], int]]
+    fit: Callable[[list[Entry], list[Hashable], int, int, int, int], int]
+
+
+def pool_loops(native: bool = True) -> PoolLoops:
+    """The loops in C (``_pool.c``) when ``native`` and it is built; else the same loops in Python."""
+    if native and _native is not None:
+        return PoolLoops(_native.insort, _native.take, _native.fit)
+    return PoolLoops(bisect.insort, take_pack, fit_pack)
 
 
 @dataclass
@@ -53,7 +77,8 @@ class PacedBatcher:
 
     ``budget``, ``target``, ``window``, ``mode``: as ``paced_batches`` takes them; ``cost`` and
     ``samples``: what all the items add up to; ``fill``: how full unpaced batches come out (the probe's;
-    1: a batch stops at its even share of the cost left)."""
+    1: a batch stops at its even share of the cost left); ``native``: the pool's loops in C when built
+    (False: in Python; the same batches either way, see ``pool_loops``)."""
 
     def __init__(
         self,
@@ -66,6 +91,7 @@ class PacedBatcher:
         mode: str = "pack",
         counts: BatchCounts | None = None,
         fill: float = 1.0,
+        native: bool = True,
     ) -> None:
         check_batching(budget=budget, window=window, mode=mode)
         if target < 1:
@@ -83,6 +109,7 @@ class PacedBatcher:
         self.cost_left, self.samples_left = cost, samples
         self.arrival = 0
         self.last: Hashable | None = None
+        self.loops = pool_loops(native)
 
     def run(
         self, items: Iterable[tuple[int, Hashable]], *, drain: bool = True, top_up: TopUp | None = None
@@ -90,9 +117,9 @@ class PacedBatcher:
         """The batches still owed, from the pool and ``items``; then what is left, counted: by reading
         the items to the end (``drain``), or, without reading them, as ``samples_left`` says. ``top_up``:
         how the pool is topped up instead of from ``items`` (a node's own loop: see ``TopUp``)."""
-        counts, pool, budget = self.counts, self.pool, self.budget
+        counts, pool, budget, loops, window = self.counts, self.pool, self.budget, self.loops, self.window
         source = iter(items)
-        top_up = top_up if top_up is not None else _top_up_from(source, budget)
+        top_up = top_up if top_up is not None else _top_up_from(source, budget, loops.insort)
         exhausted = False
         while counts.batches < self.target:
             if not exhausted and len(pool) < self.window:
@@ -102,8 +129,8 @@ class PacedBatcher:
                 self.arrival = arrival
             owed = self.target - counts.batches
             if not pool:  # out of samples with batches owed: repeat one, counted (none at all: empty)
-                taken: list[Entry] = [(0, 0, self.last)] if self.last is not None else []
-                counts.repeated += len(taken)
+                batch = [self.last] if self.last is not None else []
+                counts.repeated += len(batch)
                 cost = 0
             else:
                 # The last batch fills to the budget, not to its share: what it leaves is left out.
@@ -114,22 +141,24 @@ class PacedBatcher:
                 else:  # behind, or the last batch: as full as it gets; what is left at the end is lost
                     share = budget + 1
                 most = max(1, self.samples_left - (owed - 1))  # leave a sample for every batch still owed
-                taken, total = _take(pool, budget, share, most, self.mode)
-                if owed == 1 and self.mode == "pack":
-                    # ... and keeps topping the window up while something more fits.
-                    while not exhausted and total < budget and len(taken) < most and len(pool) < self.window:
-                        wanted = self.window - len(pool)
-                        arrival = top_up(pool, wanted, self.arrival)
-                        exhausted = arrival - self.arrival < wanted
-                        self.arrival = arrival
-                        total = _fit(pool, taken, total, budget, share, most)
+                if self.mode == "pad":
+                    batch, total, cost = _take_run(pool, budget, share, most)
+                else:
+                    batch, total = loops.take(pool, budget, share, most)
+                    if owed == 1:
+                        # ... and keeps topping the window up while something more fits.
+                        while not exhausted and total < budget and len(batch) < most and len(pool) < window:
+                            wanted = window - len(pool)
+                            arrival = top_up(pool, wanted, self.arrival)
+                            exhausted = arrival - self.arrival < wanted
+                            self.arrival = arrival
+                            total = loops.fit(pool, batch, total, budget, share, most)
+                    cost = total
                 self.cost_left -= total
-                self.samples_left -= len(taken)
-                cost = total if self.mode == "pack" else len(taken) * taken[0][0]
+                self.samples_left -= len(batch)
+                self.last = batch[0]
             counts.batches += 1
             counts.costs.append(cost)
-            batch = [entry[2] for entry in taken]
-            self.last = batch[0] if batch else self.last
             yield batch
         if not drain:
             counts.left_out += max(self.samples_left, 0)
@@ -145,11 +174,12 @@ class PacedBatcher:
             counts.left_out_cost += item_cost
 
 
-def _top_up_from(source: Iterator[tuple[int, Hashable]], budget: int) -> TopUp:
+def _top_up_from(
+    source: Iterator[tuple[int, Hashable]], budget: int, insort: Callable[[list[Entry], Entry], None]
+) -> TopUp:
     """The default ``TopUp``: (cost, id) pairs taken from ``source``, each cost checked against the budget."""
 
     def top_up(pool: list[Entry], wanted: int, arrival: int) -> int:
-        insort = bisect.insort
         for item_cost, ident in islice(source, wanted):  # a for loop, not a next() per item
             if not 0 <= item_cost <= budget:
                 raise ValueError(f"sample {ident!r} costs {item_cost}, outside [0, budget={budget}]")
@@ -171,11 +201,13 @@ def paced_batches(
     mode: str = "pack",
     counts: BatchCounts | None = None,
     fill: float = 1.0,
+    native: bool = True,
 ) -> Iterator[list[Hashable]]:
     """Exactly ``target`` batches (lists of ids) of ``items`` ((cost, id) pairs, each cost in [0, budget]).
 
     ``cost`` and ``samples``: what ``items`` add up to (they pace the batches; the count holds whatever
-    they are); ``counts``: filled in as batches go out; ``fill``: as ``PacedBatcher`` takes it."""
+    they are); ``counts``: filled in as batches go out; ``fill``, ``native``: as ``PacedBatcher`` takes
+    them."""
     batcher = PacedBatcher(
         budget=budget,
         target=target,
@@ -185,24 +217,23 @@ def paced_batches(
         mode=mode,
         counts=counts,
         fill=fill,
+        native=native,
     )
     return batcher.run(items)
 
 
-def _take(pool: list[Entry], budget: int, share: int, most: int, mode: str) -> tuple[list[Entry], int]:
-    """One batch, taken out of the pool, and its real cost: for "pack", its largest first, then the
-    largest that still fits, until the batch holds ``share``, ``most`` samples, or nothing more fits; for
-    "pad", the run of like costs that pads least (``_take_run``), cut at ``share``."""
-    if mode == "pad":
-        return _take_run(pool, budget, share, most)
-    taken = [pool.pop()]
-    return taken, _fit(pool, taken, taken[0][0], budget, share, most)
+def take_pack(pool: list[Entry], budget: int, share: int, most: int) -> tuple[list[Hashable], int]:
+    """One "pack" batch's ids, taken out of the (non-empty) pool, and its cost: its largest first, then
+    the largest that still fits, until the batch holds ``share``, ``most`` samples, or nothing more fits."""
+    cost, _, ident = pool.pop()
+    ids = [ident]
+    return ids, fit_pack(pool, ids, cost, budget, share, most)
 
 
-def _fit(pool: list[Entry], taken: list[Entry], total: int, budget: int, share: int, most: int) -> int:
-    """Moves the pool's largest entry that still fits into ``taken`` while ``taken`` holds less than
-    ``share`` and ``most`` entries; its cost after."""
-    while pool and len(taken) < most and total < share:
+def fit_pack(pool: list[Entry], ids: list[Hashable], total: int, budget: int, share: int, most: int) -> int:
+    """Moves the pool's largest entry that still fits into the batch (``ids``, costing ``total``) while
+    it holds less than ``share`` and ``most`` entries; its cost after."""
+    while pool and len(ids) < most and total < share:
         room = budget - total
         if pool[-1][0] <= room:  # the pool's largest still fits: no search
             entry = pool.pop()
@@ -213,16 +244,16 @@ def _fit(pool: list[Entry], taken: list[Entry], total: int, budget: int, share: 
             if at < 0:
                 break
             entry = pool.pop(at)
-        taken.append(entry)
+        ids.append(entry[2])
         total += entry[0]
     return total
 
 
-def _take_run(pool: list[Entry], budget: int, share: int, most: int) -> tuple[list[Entry], int]:
-    """The padded batch that wastes least: for each pool entry as the batch's largest, the entries just
-    below it, as many as the budget allows (count x largest); the one holding the most real cost (ties:
-    the larger entry), then cut to the fewest of its largest that reach ``share``. The pool is
-    sorted, so a run of neighbours is a run of like costs."""
+def _take_run(pool: list[Entry], budget: int, share: int, most: int) -> tuple[list[Hashable], int, int]:
+    """The padded batch that wastes least, its ids, real cost and padded cost: for each pool entry as the
+    batch's largest, the entries just below it, as many as the budget allows (count x largest); the one
+    holding the most real cost (ties: the larger entry), then cut to the fewest of its largest that
+    reach ``share``. The pool is sorted, so a run of neighbours is a run of like costs."""
     costs = np.fromiter((entry[0] for entry in pool), dtype=np.int64, count=len(pool))
     prefix = np.concatenate(([0], np.cumsum(costs)))
     tops = np.arange(len(pool))
@@ -239,24 +270,26 @@ def _take_run(pool: list[Entry], budget: int, share: int, most: int) -> tuple[li
         take = int(reached[0]) + 1
     run = pool[top - take + 1 : top + 1]
     del pool[top - take + 1 : top + 1]
-    run.reverse()
-    return run, sum(entry[0] for entry in run)
+    return [entry[2] for entry in reversed(run)], sum(entry[0] for entry in run), len(run) * run[-1][0]
 
 
 def unpaced_batches(
-    costs: Iterable[int], *, budget: int, window: int, mode: str
+    costs: Iterable[int], *, budget: int, window: int, mode: str, native: bool = True
 ) -> tuple[list[int], list[int]]:
     """The real cost of each batch the window makes with no target to pace to (as full as batches get):
-    those made while it is full, and those made draining it at the end. What ``target.py`` probes."""
+    those made while it is full, and those made draining it at the end. What ``target.py`` probes.
+    ``native``: as ``PacedBatcher`` takes it."""
+    loops = pool_loops(native)
+    take = _take_run if mode == "pad" else loops.take
     pool: list[Entry] = []
     full = []
     for arrival, cost in enumerate(costs):
-        bisect.insort(pool, (cost, arrival, arrival))
+        loops.insort(pool, (cost, arrival, arrival))
         if len(pool) >= window:
-            full.append(_take(pool, budget, budget + 1, len(pool), mode)[1])
+            full.append(take(pool, budget, budget + 1, len(pool))[1])
     drained = []
     while pool:
-        drained.append(_take(pool, budget, budget + 1, len(pool), mode)[1])
+        drained.append(take(pool, budget, budget + 1, len(pool))[1])
     return full, drained
 
 

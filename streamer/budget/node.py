@@ -4,13 +4,14 @@ Last in the chain (after decoding), it hands out a list of samples per item, eac
 (the budget for one ``overlong="truncate"`` cut); ``ShardDataset(batch_tokens=...)`` puts it there and
 plans its epoch (``plan.slot_plan``). Its state names the samples in its window by id, as the shuffle
 buffer's does, so a restore re-reads at most ``window`` samples. The window holds decoded samples: a
-wide "pad" window of large images costs memory (reading the ids only is for later).
+wide "pad" window of large images costs memory (reading the ids only is for later). Its per-sample loop
+runs in C (``_pool.c``) when it is built, the same loop in Python (``feed_pool``) when not.
 """
 
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..chain.node import Item, Node, state_id, state_int, state_keys_of
@@ -19,6 +20,11 @@ from .batcher import PacedBatcher, TopUp
 from .columns import CostColumns
 from .plan import BudgetOptions, SlotPlan
 from .target import admit
+
+try:  # the top-up loop in C (_pool.c); without a compiler, feed_pool
+    from ._pool import feed as _native_feed
+except ImportError:
+    _native_feed = None
 
 LISTED_SHARDS = 64  # the shards a shuffle buffer of 1,000 mixes at once, with room
 
@@ -30,7 +36,8 @@ class BudgetBatches(Node):
 
     ``source``: the chain before it (decoded samples); ``plan``: this worker's epoch (its target, cost and
     samples); ``options``: the budget; ``costs``: the cost column reader; ``counters``: where overlong and
-    left-over samples are counted (None: nowhere)."""
+    left-over samples are counted (None: nowhere); ``native``: the per-sample loops in C when built (False:
+    in Python, ``feed_pool`` and ``batcher.pool_loops``; the same batches either way)."""
 
     state_keys = frozenset({"pool", "batches", "cost_left", "samples_left", "arrival", "last", "target"})
 
@@ -41,9 +48,11 @@ class BudgetBatches(Node):
         options: BudgetOptions,
         costs: CostColumns,
         counters: SharedState | None = None,
+        native: bool = True,
     ) -> None:
         super().__init__()
         self.source = source
+        self.native = native
         self.plan, self.options, self.costs, self.counters = plan, options, costs, counters
         self._batcher = self._new_batcher()
 
@@ -57,6 +66,7 @@ class BudgetBatches(Node):
             window=o.window,
             mode=o.mode,
             fill=p.probe.fill,
+            native=self.native,
         )
 
     def _current_state(self) -> dict[str, Any]:
@@ -127,30 +137,22 @@ class BudgetBatches(Node):
         counters, column = self.counters, self.costs
         source = iter(self.source)  # type: ignore[call-overload]
         lists: dict[int, list[int]] = {}  # the shards the buffer is mixing now, as lists: no numpy scalars
-        listed, insort = lists.get, bisect.insort
+        feed = pool_feed(self.native)
+
+        def load(shard: int) -> list[int]:
+            if len(lists) >= LISTED_SHARDS:
+                lists.clear()
+            costs = lists[shard] = column(shard).tolist()
+            return costs
+
+        def over(cost: int) -> int | None:
+            admitted = admit(cost, budget, overlong)
+            if counters is not None:
+                counters.add("samples_overlong")
+            return admitted
 
         def top_up(pool: list[tuple[int, int, Any]], wanted: int, arrival: int) -> int:
-            goal = arrival + wanted
-            for shard, index, sample in source:
-                costs = listed(shard)
-                if costs is None:
-                    if len(lists) >= LISTED_SHARDS:
-                        lists.clear()
-                    costs = lists[shard] = column(shard).tolist()
-                cost = costs[index]
-                if cost > budget:
-                    cost = admit(cost, budget, overlong)
-                    if counters is not None:
-                        counters.add("samples_overlong")
-                    if cost is None:
-                        continue
-                if type(sample) is dict:
-                    sample["__cost__"] = cost
-                insort(pool, (cost, arrival, (shard, index, sample)))
-                arrival += 1
-                if arrival == goal:
-                    break
-            return arrival
+            return feed(pool, source, wanted, arrival, lists, load, budget, over)
 
         return top_up
 
@@ -159,6 +161,45 @@ class BudgetBatches(Node):
         shard, index, _ = item
         cost = min(int(self.costs(shard)[index]), self.options.budget)
         return _with_cost(self.source.read_one(shard, index), cost)  # type: ignore[union-attr]
+
+
+def pool_feed(native: bool = True) -> Callable[..., int]:
+    """The top-up loop: in C (``_pool.feed``) when ``native`` and it is built, else ``feed_pool``."""
+    return _native_feed if native and _native_feed is not None else feed_pool
+
+
+def feed_pool(
+    pool: list[tuple[int, int, Any]],
+    source: Iterator[Item],
+    wanted: int,
+    arrival: int,
+    lists: dict[int, list[int]],
+    load: Callable[[int], list[int]],
+    budget: int,
+    over: Callable[[int], int | None],
+) -> int:
+    """The pool topped up with ``wanted`` samples of ``source``, (shard, index, sample) each, as
+    (cost, arrival, (shard, index, sample)) (a dict sample gets its ``__cost__``); the next arrival.
+    A sample's cost is ``lists[shard][index]`` (``load(shard)`` when the shard is not listed); one over
+    the budget is what ``over(cost)`` makes of it (None: skipped). ``_pool.feed`` is the same loop in C."""
+    goal = arrival + wanted
+    listed, insort = lists.get, bisect.insort
+    for shard, index, sample in source:
+        costs = listed(shard)
+        if costs is None:
+            costs = load(shard)
+        cost = costs[index]
+        if cost > budget:
+            cost = over(cost)  # type: ignore[assignment]
+            if cost is None:
+                continue
+        if type(sample) is dict:
+            sample["__cost__"] = cost
+        insort(pool, (cost, arrival, (shard, index, sample)))
+        arrival += 1
+        if arrival == goal:
+            break
+    return arrival
 
 
 def _with_cost(sample: Any, cost: int) -> Any:
