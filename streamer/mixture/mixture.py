@@ -18,6 +18,8 @@ from typing import Any
 from shardstream.io.httpoptions import HttpOptions, bind
 from shardstream.io.openers import OpenOptions
 
+from ..budget.node import BudgetBatches
+from ..budget.setup import budget_options_of
 from ..chain.deferred import Fetch
 from ..chain.mapper import Mapper
 from ..chain.node import Node, saved_state_of
@@ -26,6 +28,7 @@ from ..chain.standins import StandIns
 from ..datasets.base import StreamBase
 from ..datasets.options import Errors, Placement, Reading, default_prefetch
 from ..datasets.saved import check_chain_state
+from .budget import MixtureBudget, budget_deal, mixture_steps, token_shares
 from .config import load_mixture
 from .elastic import PlanStream
 from .fetch import SourceReads
@@ -62,6 +65,13 @@ class Mixture(StreamBase):
     ``defer_reads``: ShardDataset's; a source's window then holds large samples' ids, read as they leave.
     ``stratify``: the DataLoader's batch size B; every batch then holds floor or ceil of each source's
     share (None: the plain order, within one sample of each share at every prefix).
+
+    Token budgets (every source's index needs a cost column, ``pack --cost FIELD``; ``budget.py``):
+    ``batch_tokens``, ``batching``, ``batch_window`` and ``overlong`` are ShardDataset's: each item is then
+    a batch (a list of samples) within the budget, the same number on every rank and worker
+    (``steps(num_workers)``); each source's epoch run is dealt to the workers by cost. ``weight_by``:
+    ``"samples"`` (a weight is a share of the epoch's samples) or ``"tokens"`` (a share of its cost: a
+    weight is divided by the source's mean cost per sample).
     """
 
     def __init__(
@@ -85,9 +95,17 @@ class Mixture(StreamBase):
         max_open: int = 32,
         stratify: int | None = None,
         defer_reads: bool | None = None,
+        batch_tokens: int | None = None,
+        batching: str = "pack",
+        batch_window: int | None = None,
+        overlong: str = "skip",
+        weight_by: str = "samples",
     ) -> None:
         super().__init__()
         check_options(sources, max_open=max_open, stratify=stratify)
+        budget_options = budget_options_of(batch_tokens, batching, batch_window, overlong)
+        if budget_options is not None and stratify is not None:
+            raise ValueError("stratify sets a batch size; with batch_tokens the budget makes the batches")
         self.sources = read_sources([MixSource.of(s, i) for i, s in enumerate(sources)])  # weight 0: not read
         self.placement = Placement(
             shuffle=shuffle, seed=seed, remainder=remainder, rank=rank, world_size=world_size
@@ -97,11 +115,17 @@ class Mixture(StreamBase):
         # Headers go to the sources' own origins, never to hosts their indexes name.
         opening = OpenOptions.of(bind(http, [s.path for s in self.sources]), cache_dir, cache_size)
         self.shard_lists = [counted_shards(s, opening) for s in self.sources]
-        self.shares = [
+        self.shards, self.bases = all_shards(self.shard_lists)
+        self.budget = (
+            MixtureBudget(budget_options, self.shard_lists, self.bases, opening) if budget_options else None
+        )
+        shares = [
             s.share(int(shards.total)) for s, shards in zip(self.sources, self.shard_lists, strict=True)
         ]
+        # In tokens, a weight buys cost as the batches will hold it (the overlong rule applied) if budgeted.
+        costs = self.budget.source_costs() if self.budget is not None else None
+        self.shares = token_shares(shares, self.shard_lists, weight_by, costs)
         self.names = [share.name for share in self.shares]
-        self.shards, self.bases = all_shards(self.shard_lists)
         self.decoders = [source_decoder(s) for s in self.sources]
         if prefetch is None:
             prefetch = default_prefetch([s.urls[0] for s in self.shard_lists], readers=len(self.sources))
@@ -120,6 +144,7 @@ class Mixture(StreamBase):
             placement=self.placement,
             epoch_size=epoch_size,
             buffer_size=self.reading.buffer_size,
+            extra=self.budget.identity() if self.budget is not None else "",
         )
         self.plan(self.placement.resolve()[1], 1)  # every error in the sources shows now, in the parent
         self._origins: dict[str, tuple[int, int]] = {}  # name -> (epoch, its pass-stream start then)
@@ -159,7 +184,18 @@ class Mixture(StreamBase):
     # -- counts ----------------------------------------------------------------------------------------
     def __len__(self) -> int:
         """Samples this rank yields per epoch: the same on every rank, whatever the worker count."""
+        if self.budget is not None:
+            raise TypeError(
+                "with batch_tokens the batches per rank depend on num_workers: mix.steps(num_workers)"
+            )
         return self.plan(self.placement.resolve()[1], 1).rank_length
+
+    def steps(self, workers: int) -> int:
+        """With ``batch_tokens``: the batches this rank yields this epoch through a DataLoader of
+        ``workers`` workers (0: none), the same on every rank."""
+        if self.budget is None:
+            raise TypeError("steps() counts budgeted batches: this mixture has no batch_tokens (use len())")
+        return mixture_steps(self, workers)
 
     # -- resumption ------------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
@@ -238,6 +274,11 @@ class Mixture(StreamBase):
         samples still once (``restore.py``). Checked here, before any sample is read.
         """
         if isinstance(state, Sequence):
+            if self.budget is not None:
+                raise ValueError(
+                    "a Mixture with batch_tokens resumes on the same world size and workers only: load "
+                    "this rank's own state (an elastic restore of a budgeted mixture is not supported yet)"
+                )
             self._pending, self._origins = elastic_pending(self.shape, state)
             return
         world = self.placement.resolve()[1]
@@ -259,6 +300,8 @@ class Mixture(StreamBase):
         epoch, node_state, self._restored = resume_point(self.shape, pending, place, self.epoch)
         if node_state == FINISHED:  # a changed mixture loaded after its epoch's end: nothing left of it
             return None
+        if self.budget is not None:  # the cost deal, read as a restore's spans (a resumed state saved it)
+            self._restored = budget_deal(self, place, epoch)[0]
         return epoch, node_state
 
     def _assemble(self, place: Place, epoch: int) -> Node:
@@ -269,6 +312,9 @@ class Mixture(StreamBase):
         the nodes these options do not need. ``restored``: an elastic restore's deal; ``reads`` False: no
         fetch stage (its state is its source's) and no sidecar opened, for checking a saved state."""
         plan = self.plan(place[1], place[3])
+        slot = None
+        if self.budget is not None:
+            restored, slot = budget_deal(self, place, epoch)
         # An elastic restore deals each source spans of its pass stream: their budgets, not the plan's.
         budgets = restored[0] if restored is not None else plan.budgets(place[2])
         openers = [source_opener(self.shards, self.reading, s) for s in self.sources]
@@ -288,6 +334,9 @@ class Mixture(StreamBase):
             node = Fetch(node, SourceReads(windows, bases, reader.touch), recovery)
         if any(decode is not None for decode in self.decoders):  # one sample at a time, as they leave
             node = Mapper(node, SourceDecoders(self.names, self.decoders), recovery)
+        if slot is not None:  # batches, exactly the target's: the count holds without stand-ins
+            b = self.budget
+            return BudgetBatches(node, slot, b.options, b.costs, self._shared)  # type: ignore[union-attr,arg-type]
         if recovery.owes:
             node = StandIns(node, recovery)
         return node

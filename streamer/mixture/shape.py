@@ -22,7 +22,8 @@ from .plan import MixturePlan, Share, plan_mixture
 class MixtureShape:
     """``shares`` and ``shard_lists``: one per source, in order; ``bases``: where each source's shards begin
     in the mixture's shard list; ``placement``: its seed, shuffle and remainder are read (not its rank);
-    ``epoch_size``: samples per epoch (None: the shares decide); ``buffer_size``: shared by the sources."""
+    ``epoch_size``: samples per epoch (None: the shares decide); ``buffer_size``: shared by the sources;
+    ``extra``: more the identity must match (a token budget's options; "": nothing)."""
 
     def __init__(
         self,
@@ -33,6 +34,7 @@ class MixtureShape:
         placement: Placement,
         epoch_size: int | None,
         buffer_size: int,
+        extra: str = "",
     ) -> None:
         self.shares = tuple(shares)
         self.shard_lists = tuple(shard_lists)
@@ -41,6 +43,7 @@ class MixtureShape:
         self.placement = placement
         self.epoch_size = epoch_size
         self.buffer_size = buffer_size
+        self.extra = extra  # what else the state must match (a token budget's options), in the digest
         self._plans: dict[tuple[int, int], MixturePlan] = {}
         self._identity: dict[str, Any] | None = None
 
@@ -73,6 +76,8 @@ class MixtureShape:
                 line = f"{share.name}\x00{share.kind}\x00{share.value!r}\x00{dataset_digest(shards)}\x00"
                 digest.update(line.encode())
             digest.update(f"{self.epoch_size}\x00{self.buffer_size}".encode())
+            if self.extra:
+                digest.update(f"\x00{self.extra}".encode())
             p = self.placement
             self._identity = {
                 "dataset": digest.hexdigest(),
