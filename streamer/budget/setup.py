@@ -58,6 +58,18 @@ class Budget:
         return self._probes[slots]
 
 
+def budget_options_of(
+    tokens: int | None, batching: str, window: int | None, overlong: str
+) -> BudgetOptions | None:
+    """The options ``batch_tokens=``, ``batching=``, ``batch_window=`` and ``overlong=`` ask for (None:
+    no budget); the window defaults by mode. ValueError naming the option."""
+    if tokens is None:
+        return None
+    return BudgetOptions(
+        budget=tokens, mode=batching, window=window or WINDOWS.get(batching, 64), overlong=overlong
+    )
+
+
 def budget_of(
     shards: Any,
     placement: Any,
@@ -69,11 +81,9 @@ def budget_of(
 ) -> Budget | None:
     """The budget ``ShardDataset(batch_tokens=...)`` asked for (``opening``: the dataset's OpenOptions),
     or None; ValueError naming the option. Reads every shard's cost column once, for the deal."""
-    if tokens is None:
+    options = budget_options_of(tokens, batching, window, overlong)
+    if options is None:
         return None
-    options = BudgetOptions(
-        budget=tokens, mode=batching, window=window or WINDOWS.get(batching, 64), overlong=overlong
-    )
     check_costed(shards)
     if placement.resampled:
         raise ValueError("batch_tokens plans each epoch from its samples; resampled=True draws forever")
