@@ -30,6 +30,11 @@ OPTIONS = (
     "max_open",
     "stratify",
     "defer_reads",
+    "batch_tokens",
+    "batching",
+    "batch_window",
+    "overlong",
+    "weight_by",
 )
 
 

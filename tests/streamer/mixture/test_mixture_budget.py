@@ -123,3 +123,14 @@ def test_what_a_budgeted_mixture_refuses(sources, tmp_path):
     pack(tmp_path / "m.jsonl", tmp_path / "uncosted")
     with pytest.raises(ValueError, match=r"no cost column: pack with `shardstream pack \.\.\. --cost FIELD`"):
         Mixture([*specs, {"path": str(tmp_path / "uncosted"), "weight": 0.1}], batch_tokens=BUDGET)
+
+
+def test_a_mixture_file_takes_the_budget_options(sources, tmp_path):
+    specs, _ = sources
+    lines = ["batch_tokens: 1000", "batching: pad", "weight_by: tokens", "seed: 1", "sources:"]
+    for spec in specs:
+        lines += [f"  - path: {spec['path']}", f"    name: {spec['name']}", "    weight: 0.5"]
+    (tmp_path / "mix.yaml").write_text("\n".join(lines) + "\n")
+    from_file = Mixture.from_yaml(tmp_path / "mix.yaml")
+    direct = Mixture(specs, batch_tokens=BUDGET, batching="pad", weight_by="tokens", seed=1)
+    assert _keys(from_file) == _keys(direct)
