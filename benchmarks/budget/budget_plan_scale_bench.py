@@ -6,7 +6,9 @@ but the planner holds memory. In a fresh process per size: the dataset-wide weig
 column read once, as ``ShardDataset(batch_tokens=...)`` does when made), then one worker's plan (rank 0,
 worker 0 of 64 ranks x 8 workers: its equal-cost slice, the probe, the target) and a walk over its
 samples in order (what its batcher is fed). Peak RSS from ``getrusage`` in the child, over the
-interpreter's own.
+interpreter's own. The weighed sums twice: from every column (an index without cost tails), and from the
+index's sums and tails (``format/tails.py``), reading only the shards whose tails fall short: the
+sidecars each reads (at construction a sidecar is a file, or an HTTP/S3 request) and its seconds.
 
     .venv/bin/python benchmarks/budget/budget_plan_scale_bench.py           # ~2 minutes here
     .venv/bin/python benchmarks/budget/budget_plan_scale_bench.py --no-save
@@ -34,6 +36,7 @@ PER_SHARD = 1_000
 def child(samples: int) -> dict:
     import numpy as np
 
+    from shardstream.format.tails import TAIL_SIZE
     from streamer.budget.plan import BudgetOptions, slot_items, slot_plan, weighed_sums
 
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -45,9 +48,26 @@ def child(samples: int) -> dict:
         return np.exp(rng.normal(np.log(600), 0.99, PER_SHARD)).astype(np.int64) + 1
 
     options = BudgetOptions(budget=8192)
+    # What the index holds (untimed): each shard's sum and its largest costs, as the packer writes them.
+    raw = np.zeros(shards, dtype=np.int64)
+    tails = np.zeros((shards, TAIL_SIZE), dtype=np.int64)
+    for shard in range(shards):
+        costs = column(shard)
+        raw[shard], tails[shard] = costs.sum(), -np.sort(-costs)[:TAIL_SIZE]
+    reads = [0]
+
+    def counted(shard: int) -> np.ndarray:
+        reads[0] += 1
+        return column(shard)
+
     started = time.perf_counter()
-    sums = weighed_sums(counts, column, options)
-    summed = time.perf_counter() - started
+    sums = weighed_sums(counts, counted, options)
+    summed, read_all = time.perf_counter() - started, reads[0]
+    reads[0] = 0
+    started = time.perf_counter()
+    from_tails = weighed_sums(counts, counted, options, sums=raw, tails=tails)
+    tailed, read_tails = time.perf_counter() - started, reads[0]
+    assert from_tails.tolist() == sums.tolist()
     started = time.perf_counter()
     plan = slot_plan(
         counts,
@@ -70,6 +90,10 @@ def child(samples: int) -> dict:
     return {
         "samples": samples,
         "sums_s": summed,
+        "sidecars_read": read_all,
+        "tails_sums_s": tailed,
+        "tails_sidecars_read": read_tails,
+        "shards": shards,
         "plan_s": planned,
         "walk_s": walking,
         "slot_samples": walked,
@@ -96,6 +120,15 @@ def main() -> None:
         f"# Token budgets: the plan at scale ({datetime.date.today()})",
         "",
         "64 ranks x 8 workers, budget 8,192, 1,000 samples a shard; one worker's plan",
+        "",
+        "| samples | shards | weighed sums, no tails: sidecars read | seconds | with tails: sidecars read | "
+        "seconds |",
+        "|---|---|---|---|---|---|",
+        *(
+            f"| {r['samples']:,} | {r['shards']:,} | {r['sidecars_read']:,} | {r['sums_s']:.2f} s | "
+            f"{r['tails_sidecars_read']:,} | {r['tails_sums_s']:.3f} s |"
+            for r in rows
+        ),
         "",
         "| samples | weighed sums (all columns) | one worker's plan | walk of its samples | its samples | "
         "peak RSS | over the start |",
