@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from streamer.budget.batcher import BatchCounts, batch_cost, paced_batches
@@ -163,6 +163,8 @@ LEFT_OVER_BOUND = 0.005  # the README's: at most 0.5% of an epoch's kept samples
     batching=st.sampled_from([("pack", 16), ("pack", 64), ("pad", 256), ("pad", 1024)]),
     seed=st.integers(0, 2**16),
 )
+# Slots of ~130 samples, all drain at a pad window of 1,024: one batch of margin left 1.1% over.
+@example(kind="lognormal", shards=11, per=284, world=12, workers=2, batching=("pad", 1024), seed=39893)
 def test_the_left_over_stays_within_the_stated_bound(kind, shards, per, world, workers, batching, seed):
     """Windows of at least 16 ("pack") and 256 ("pad"): what an epoch leaves over is at most 0.5% of the
     samples it keeps, on every spread, world (1-64) and worker count (0-8; 0 reads as one slot). Measured
