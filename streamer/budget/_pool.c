@@ -52,11 +52,32 @@ static int insert(PyObject *pool, PyObject *entry, long long cost, long long arr
     return at < 0 ? -1 : PyList_Insert(pool, at, entry);
 }
 
-static PyObject *py_insort(PyObject *self, PyObject *args) {
+/* Arguments read without a tuple built per call (METH_FASTCALL): these run once per batch or sample. */
+static int nargs_are(const char *name, Py_ssize_t nargs, Py_ssize_t wanted) {
+    if (nargs == wanted) return 0;
+    PyErr_Format(PyExc_TypeError, "%s takes %zd arguments (%zd given)", name, wanted, nargs);
+    return -1;
+}
+
+static int list_arg(PyObject *arg, const char *what) {
+    if (PyList_Check(arg)) return 0;
+    PyErr_Format(PyExc_TypeError, "%s must be a list, not %.80s", what, Py_TYPE(arg)->tp_name);
+    return -1;
+}
+
+static int ints(PyObject *const *args, Py_ssize_t n, long long *out) {
+    for (Py_ssize_t i = 0; i < n; i++) {
+        out[i] = PyLong_AsLongLong(args[i]);
+        if (out[i] == -1 && PyErr_Occurred()) return -1;
+    }
+    return 0;
+}
+
+static PyObject *py_insort(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    PyObject *pool, *entry;
     long long cost, arrival;
-    if (!PyArg_ParseTuple(args, "O!O", &PyList_Type, &pool, &entry)) return NULL;
+    if (nargs_are("insort", nargs, 2) < 0 || list_arg(args[0], "pool") < 0) return NULL;
+    PyObject *pool = args[0], *entry = args[1];
     if (entry_key(entry, &cost, &arrival) < 0 || insert(pool, entry, cost, arrival) < 0) return NULL;
     Py_RETURN_NONE;
 }
@@ -90,11 +111,12 @@ static int fit_loop(PyObject *pool, PyObject *ids, long long *total, long long b
     return 0;
 }
 
-static PyObject *py_take(PyObject *self, PyObject *args) {
+static PyObject *py_take(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    PyObject *pool;
-    long long budget, share, most, total = 0;
-    if (!PyArg_ParseTuple(args, "O!LLL", &PyList_Type, &pool, &budget, &share, &most)) return NULL;
+    long long n[3], total = 0; /* budget, share, most */
+    if (nargs_are("take", nargs, 4) < 0 || list_arg(args[0], "pool") < 0 || ints(args + 1, 3, n) < 0) return NULL;
+    PyObject *pool = args[0];
+    long long budget = n[0], share = n[1], most = n[2];
     if (PyList_GET_SIZE(pool) == 0) {
         PyErr_SetString(PyExc_IndexError, "take from an empty budget pool");
         return NULL;
@@ -109,14 +131,14 @@ static PyObject *py_take(PyObject *self, PyObject *args) {
     return out;
 }
 
-static PyObject *py_fit(PyObject *self, PyObject *args) {
+static PyObject *py_fit(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    PyObject *pool, *ids;
-    long long total, budget, share, most;
-    if (!PyArg_ParseTuple(args, "O!O!LLLL", &PyList_Type, &pool, &PyList_Type, &ids, &total, &budget, &share, &most))
+    long long n[4]; /* total, budget, share, most */
+    if (nargs_are("fit", nargs, 6) < 0 || list_arg(args[0], "pool") < 0 || list_arg(args[1], "ids") < 0 ||
+        ints(args + 2, 4, n) < 0)
         return NULL;
-    if (fit_loop(pool, ids, &total, budget, share, most) < 0) return NULL;
-    return PyLong_FromLongLong(total);
+    if (fit_loop(args[0], args[1], &n[0], n[1], n[2], n[3]) < 0) return NULL;
+    return PyLong_FromLongLong(n[0]);
 }
 
 /* One sample of the source into the pool: 1 inserted, 0 skipped (over() said None), -1 error. */
@@ -124,8 +146,10 @@ static int feed_one(PyObject *pool, PyObject *item, long long arrival, PyObject 
                     long long budget, PyObject *over) {
     int result = -1;
     PyObject *seq = NULL, *costs = NULL, *cost = NULL, *ident = NULL, *when = NULL, *entry = NULL;
-    seq = PySequence_Fast(item, "a budget source item is a (shard, index, sample) tuple");
-    if (seq == NULL) return -1;
+    if (PyTuple_CheckExact(item)) /* the source's own items: no copy */
+        seq = Py_NewRef(item);
+    else if ((seq = PySequence_Fast(item, "a budget source item is a (shard, index, sample) tuple")) == NULL)
+        return -1;
     if (PySequence_Fast_GET_SIZE(seq) != 3) {
         PyErr_Format(PyExc_ValueError, "a budget source item is a (shard, index, sample) tuple, not %R", item);
         goto done;
@@ -173,13 +197,16 @@ done:
     return result;
 }
 
-static PyObject *py_feed(PyObject *self, PyObject *args) {
+static PyObject *py_feed(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    PyObject *pool, *source, *lists, *load, *over;
     long long wanted, arrival, budget;
-    if (!PyArg_ParseTuple(args, "O!OLLO!OLO", &PyList_Type, &pool, &source, &wanted, &arrival, &PyDict_Type, &lists,
-                          &load, &budget, &over))
+    if (nargs_are("feed", nargs, 8) < 0 || list_arg(args[0], "pool") < 0) return NULL;
+    PyObject *pool = args[0], *source = args[1], *lists = args[4], *load = args[5], *over = args[7];
+    if (ints(args + 2, 1, &wanted) < 0 || ints(args + 3, 1, &arrival) < 0 || ints(args + 6, 1, &budget) < 0) return NULL;
+    if (!PyDict_Check(lists)) {
+        PyErr_Format(PyExc_TypeError, "lists must be a dict, not %.80s", Py_TYPE(lists)->tp_name);
         return NULL;
+    }
     if (!PyIter_Check(source)) {
         PyErr_SetString(PyExc_TypeError, "feed reads an iterator");
         return NULL;
@@ -198,10 +225,10 @@ static PyObject *py_feed(PyObject *self, PyObject *args) {
 }
 
 static PyMethodDef methods[] = {
-    {"insort", py_insort, METH_VARARGS, "insort(pool, entry): bisect.insort by (cost, arrival) as C integers."},
-    {"take", py_take, METH_VARARGS, "take(pool, budget, share, most) -> (ids, total): the \"pack\" take."},
-    {"fit", py_fit, METH_VARARGS, "fit(pool, ids, total, budget, share, most) -> total: more of the pool into ids."},
-    {"feed", py_feed, METH_VARARGS,
+    {"insort", (PyCFunction)(void (*)(void))py_insort, METH_FASTCALL, "insort(pool, entry): bisect.insort by (cost, arrival) as C integers."},
+    {"take", (PyCFunction)(void (*)(void))py_take, METH_FASTCALL, "take(pool, budget, share, most) -> (ids, total): the \"pack\" take."},
+    {"fit", (PyCFunction)(void (*)(void))py_fit, METH_FASTCALL, "fit(pool, ids, total, budget, share, most) -> total: more of the pool into ids."},
+    {"feed", (PyCFunction)(void (*)(void))py_feed, METH_FASTCALL,
      "feed(pool, source, wanted, arrival, lists, load, budget, over) -> arrival: the node's top-up."},
     {NULL, NULL, 0, NULL},
 };

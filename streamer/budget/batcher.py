@@ -117,13 +117,23 @@ class PacedBatcher:
         """The batches still owed, from the pool and ``items``; then what is left, counted: by reading
         the items to the end (``drain``), or, without reading them, as ``samples_left`` says. ``top_up``:
         how the pool is topped up instead of from ``items`` (a node's own loop: see ``TopUp``)."""
-        counts, pool, budget, loops, window = self.counts, self.pool, self.budget, self.loops, self.window
+        counts, pool, budget, window, room, slack = (
+            self.counts,
+            self.pool,
+            self.budget,
+            self.window,
+            self.room,
+            self.slack,
+        )
+        take, fit, pack = self.loops.take, self.loops.fit, self.mode == "pack"
         source = iter(items)
-        top_up = top_up if top_up is not None else _top_up_from(source, budget, loops.insort)
+        top_up = top_up if top_up is not None else _top_up_from(source, budget, self.loops.insort)
+        note_cost = counts.costs.append
         exhausted = False
+        # Per batch, on locals: the attributes are written as they change (a node saves them at a yield).
         while counts.batches < self.target:
-            if not exhausted and len(pool) < self.window:
-                wanted = self.window - len(pool)
+            if not exhausted and len(pool) < window:
+                wanted = window - len(pool)
                 arrival = top_up(pool, wanted, self.arrival)
                 exhausted = arrival - self.arrival < wanted
                 self.arrival = arrival
@@ -133,18 +143,19 @@ class PacedBatcher:
                 counts.repeated += len(batch)
                 cost = 0
             else:
+                cost_left = self.cost_left
                 # The last batch fills to the budget, not to its share: what it leaves is left out.
-                if owed > 1 and self.mode == "pack" and self.cost_left <= (owed - 1) * self.room:
+                if owed > 1 and pack and cost_left <= (owed - 1) * room:
                     # Ahead: the batches after this one hold the rest at the probed fill, so this one
                     # stops at its share (and the slack), spreading the samples over every batch owed.
-                    share = -(-max(self.cost_left, 0) // owed) + self.slack
+                    share = -(-max(cost_left, 0) // owed) + slack
                 else:  # behind, or the last batch: as full as it gets; what is left at the end is lost
                     share = budget + 1
                 most = max(1, self.samples_left - (owed - 1))  # leave a sample for every batch still owed
-                if self.mode == "pad":
+                if not pack:
                     batch, total, cost = _take_run(pool, budget, share, most)
                 else:
-                    batch, total = loops.take(pool, budget, share, most)
+                    batch, total = take(pool, budget, share, most)
                     if owed == 1:
                         # ... and keeps topping the window up while something more fits.
                         while not exhausted and total < budget and len(batch) < most and len(pool) < window:
@@ -152,13 +163,13 @@ class PacedBatcher:
                             arrival = top_up(pool, wanted, self.arrival)
                             exhausted = arrival - self.arrival < wanted
                             self.arrival = arrival
-                            total = loops.fit(pool, batch, total, budget, share, most)
+                            total = fit(pool, batch, total, budget, share, most)
                     cost = total
-                self.cost_left -= total
+                self.cost_left = cost_left - total
                 self.samples_left -= len(batch)
                 self.last = batch[0]
             counts.batches += 1
-            counts.costs.append(cost)
+            note_cost(cost)
             yield batch
         if not drain:
             counts.left_out += max(self.samples_left, 0)
