@@ -40,13 +40,45 @@ def check_tails(
         if not isinstance(rows, list) or len(rows) != len(counts):
             shown = len(rows) if isinstance(rows, list) else type(rows).__name__
             raise FormatError(f"{where} has {shown} tails for {len(counts)} shards; {FIX}")
-        for shard, (tail, total, count) in enumerate(zip(rows, sums[name], counts, strict=True)):
-            _check_tail(tail, int(total), int(count), f"{where}[{shard}]")
-        checked[name] = [list(tail) for tail in rows]
+        if not tails_hold(rows, sums[name], counts):  # the loop only to name the first bad tail
+            for shard, (tail, total, count) in enumerate(zip(rows, sums[name], counts, strict=True)):
+                check_tail(tail, int(total), int(count), f"{where}[{shard}]")
+        checked[name] = rows
     return checked
 
 
-def _check_tail(tail: Any, total: int, count: int, where: str) -> None:
+def tails_hold(rows: list[Any], sums: Sequence[int], counts: Sequence[int]) -> bool:
+    """Whether every tail passes ``check_tail``, in numpy: a Python check per shard took 0.4 s to load
+    an index of 10^5 shards (20x its load without tails)."""
+    if set(map(type, rows)) - {list}:
+        return False
+    flat = list(itertools.chain.from_iterable(rows))
+    if set(map(type, flat)) - {int}:  # bools are not ints here: type(True) is bool
+        return False
+    try:
+        values = np.array(flat, dtype=np.int64)
+        totals, samples = np.asarray(sums, dtype=np.int64), np.asarray(counts, dtype=np.int64)
+    except (OverflowError, ValueError, TypeError):
+        return False
+    lengths = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
+    if len(totals) != len(rows) or len(samples) != len(rows):
+        return False
+    if (values < 0).any() or (lengths > np.minimum(TAIL_SIZE, samples)).any():
+        return False
+    ends = np.cumsum(lengths)
+    inside = np.ones(len(values), dtype=bool)  # pairs (i, i + 1) within one tail
+    inside[ends[ends > 0] - 1] = False
+    if (values[1:][inside[:-1]] > values[:-1][inside[:-1]]).any():
+        return False
+    held = np.zeros(len(rows), dtype=np.int64)
+    filled = lengths > 0  # reduceat sums from each start to the next: empty tails left out of it
+    if filled.any():
+        held[filled] = np.add.reduceat(values, (ends - lengths)[filled])
+    whole = lengths == samples
+    return bool(not (held > totals).any() and not (held[whole] != totals[whole]).any())
+
+
+def check_tail(tail: Any, total: int, count: int, where: str) -> None:
     if not isinstance(tail, list) or len(tail) > min(TAIL_SIZE, count):
         shown = len(tail) if isinstance(tail, list) else type(tail).__name__
         raise FormatError(
@@ -65,6 +97,8 @@ def _check_tail(tail: Any, total: int, count: int, where: str) -> None:
 def tail_array(rows: Sequence[Sequence[int]]) -> np.ndarray:
     """The tails as an (shards, TAIL_SIZE) int64 array, -1 past each tail's end (values are >= 0)."""
     out = np.full((len(rows), TAIL_SIZE), -1, dtype=np.int64)
-    for shard, tail in enumerate(rows):
-        out[shard, : len(tail)] = tail
+    lengths = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
+    flat = np.fromiter(itertools.chain.from_iterable(rows), dtype=np.int64, count=int(lengths.sum()))
+    starts = np.cumsum(lengths) - lengths  # each value's place in its tail: its index less its tail's start
+    out[np.repeat(np.arange(len(rows)), lengths), np.arange(len(flat)) - np.repeat(starts, lengths)] = flat
     return out

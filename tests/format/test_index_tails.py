@@ -6,10 +6,12 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from shardstream.errors import FormatError
 from shardstream.format import DatasetIndex, ShardEntry
-from shardstream.format.tails import TAIL_SIZE, column_tail
+from shardstream.format.tails import TAIL_SIZE, check_tail, column_tail, tails_hold
 
 
 def _index(costs: list[list[int]]) -> DatasetIndex:
@@ -72,3 +74,36 @@ def test_a_hostile_tail_is_refused_naming_the_index_and_the_fix(tails, why):
     with pytest.raises(FormatError, match=why) as caught:
         DatasetIndex.from_json(_with_tails(tails), source="/data/i.json")
     assert "/data/i.json" in str(caught.value) and "rebuild the index" in str(caught.value)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_the_vectorised_check_agrees_with_the_check_of_each_tail(data):
+    """The index loads tails through numpy; any tail the per-shard check refuses, it refuses too."""
+    shards = data.draw(st.integers(0, 6))
+    rows, sums, counts = [], [], []
+    for _ in range(shards):
+        costs = data.draw(st.lists(st.integers(0, 50), max_size=12))
+        tail = sorted(costs, reverse=True)[:TAIL_SIZE]
+        if data.draw(st.booleans()):  # spoil it: unsorted, too long, negative, a bool, or a wrong sum
+            spoil = data.draw(st.sampled_from(["flip", "long", "neg", "bool", "sum"]))
+            if spoil == "flip" and len(tail) > 1 and tail[0] != tail[-1]:
+                tail = tail[::-1]
+            elif spoil == "long":
+                tail = [*tail, 0] * 2
+            elif spoil == "neg" and tail:
+                tail[-1] = -1
+            elif spoil == "bool" and tail:
+                tail[0] = True
+            elif spoil == "sum":
+                costs = costs[:-1]
+        rows.append(tail)
+        sums.append(sum(costs))
+        counts.append(len(costs))
+    try:
+        for tail, total, count in zip(rows, sums, counts, strict=True):
+            check_tail(tail, total, count, "x")
+        each = True
+    except FormatError:
+        each = False
+    assert tails_hold(rows, sums, counts) == each
