@@ -80,7 +80,8 @@ def budget_of(
     overlong: str,
 ) -> Budget | None:
     """The budget ``ShardDataset(batch_tokens=...)`` asked for (``opening``: the dataset's OpenOptions),
-    or None; ValueError naming the option. Reads every shard's cost column once, for the deal."""
+    or None; ValueError naming the option. Weighs every shard for the deal from the index's cost sums
+    and tails, reading the cost column only of shards whose tail falls short (and the probe's)."""
     options = budget_options_of(tokens, batching, window, overlong)
     if options is None:
         return None
