@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Callable, Iterator
-from operator import itemgetter
 from typing import Any
 
 from ..chain.node import Item, Node, state_id, state_int, state_keys_of
@@ -121,11 +120,8 @@ class BudgetBatches(Node):
             batcher.arrival = state["arrival"]
             last = state["last"]
             batcher.last = (last[0], last[1], None) if last is not None else None
-        sample_of = itemgetter(2)
         for batch in batcher.run((), drain=False, top_up=self._top_up()):
-            out = list(map(sample_of, batch))
-            if None in out:  # a repeat of a sample known by id only (after a restore), or a decode's None
-                out = [item[2] if item[2] is not None else self._sample(item) for item in batch]
+            out = [item[2] if item[2] is not None else self._sample(item) for item in batch]
             first = batch[0] if batch else (0, 0)
             yield first[0], first[1], out  # type: ignore[index]
         if self.counters is not None and batcher.counts.left_out:

@@ -60,6 +60,46 @@ def test_the_c_take_is_the_python_take(budget, costs, share, most, seed):
     assert more == sum(cost_of[i] for i in ids) <= budget
 
 
+def _greedy(pool: list, budget: int, share: int, most: int) -> tuple[list, int]:
+    """The "pack" take written plainly: the largest first, then the largest (latest of equal costs) that
+    still fits, while the batch holds less than ``share`` and ``most``."""
+    pool = list(pool)
+    taken = [pool.pop()]
+    while pool and len(taken) < most and sum(c for c, _, _ in taken) < share:
+        fits = [e for e in pool if e[0] <= budget - sum(c for c, _, _ in taken)]
+        if not fits:
+            break
+        taken.append(max(fits))
+        pool.remove(taken[-1])
+    return [ident for _, _, ident in taken], sum(c for c, _, _ in taken)
+
+
+@SETTINGS
+@given(
+    budget=st.integers(1, 60),
+    costs=st.lists(st.integers(0, 60), min_size=1, max_size=60),
+    share=st.integers(0, 130),
+    most=st.integers(1, 70),
+    seed=st.integers(0, 2**16),
+)
+def test_the_python_take_is_the_greedy_pack(budget, costs, share, most, seed):
+    pool = _pool([min(c, budget) for c in costs], seed)
+    expected = _greedy(pool, budget, share, most)
+    assert PYTHON.take(pool, budget, share, most) == expected
+    assert expected[1] <= budget
+
+
+def test_the_python_feed_calls_over_only_past_the_budget():
+    """A cost at the budget fits; one past it goes to ``over`` (here: skipped, counted)."""
+    over_calls: list[int] = []
+    pool: list = []
+    items = iter([(0, 0, {}), (0, 1, {}), (0, 2, b"raw")])
+    lists = {0: [10, 11, 4]}
+    arrival = feed_pool(pool, items, 5, 7, lists, None, 10, lambda cost: over_calls.append(cost))
+    assert over_calls == [11] and arrival == 9
+    assert pool == [(4, 8, (0, 2, b"raw")), (10, 7, (0, 0, {"__cost__": 10}))]
+
+
 @needs_c
 def test_the_c_take_refuses_what_is_not_a_pool():
     with pytest.raises(IndexError):
