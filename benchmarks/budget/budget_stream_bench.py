@@ -11,6 +11,11 @@ counts (this machine is noisy):
 * plain: ``batch_size=B`` (B: the mean samples per budgeted batch), collated to a list;
 * budget: ``batch_tokens=8192`` (each item already a list).
 
+``--prefetch`` (2, the DataLoader's default) is each worker's ``prefetch_factor``, for both: the budget's
+batches hold 1 to ~50 of these equal-sized samples, and a DataLoader hands batches out in order with
+``workers x prefetch`` asked for, so a worker done with its small batches waits while the other makes a
+large one; a deeper prefetch measures the batching without that wait.
+
     .venv/bin/python benchmarks/budget/budget_stream_bench.py          # ~1 minute here, data made once
     .venv/bin/python benchmarks/budget/budget_stream_bench.py --no-save
 
@@ -55,7 +60,7 @@ def as_list(samples):
     return samples
 
 
-def one_epoch(shards: str, mode: str, workers: int, batch: int) -> dict:
+def one_epoch(shards: str, mode: str, workers: int, batch: int, prefetch: int = 2) -> dict:
     """Run in a fresh process: one epoch, its seconds and counts."""
     from torch.utils.data import DataLoader
 
@@ -64,10 +69,14 @@ def one_epoch(shards: str, mode: str, workers: int, batch: int) -> dict:
     common = {"decode": False, "buffer_size": 1000, "seed": 0}
     if mode == "budget":
         ds = ShardDataset(shards, batch_tokens=BUDGET, **common)
-        loader = DataLoader(ds, batch_size=None, num_workers=workers, collate_fn=as_list)
+        loader = DataLoader(
+            ds, batch_size=None, num_workers=workers, collate_fn=as_list, prefetch_factor=prefetch
+        )
     else:
         ds = ShardDataset(shards, **common)
-        loader = DataLoader(ds, batch_size=batch, num_workers=workers, collate_fn=as_list)
+        loader = DataLoader(
+            ds, batch_size=batch, num_workers=workers, collate_fn=as_list, prefetch_factor=prefetch
+        )
     started = time.perf_counter()
     batches = samples = 0
     for items in loader:
@@ -82,13 +91,14 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=2_000)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--prefetch", type=int, default=2, help="each worker's prefetch_factor")
     parser.add_argument("--workdir", default="/tmp/shardstream-budget-bench")
     parser.add_argument("--no-save", action="store_true")
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         shards, mode, batch = args.child
-        print(json.dumps(one_epoch(shards, mode, args.workers, int(batch))))
+        print(json.dumps(one_epoch(shards, mode, args.workers, int(batch), args.prefetch)))
         return
     shards = make_data(Path(args.workdir), args.samples, args.size)
 
@@ -98,6 +108,8 @@ def main() -> None:
             __file__,
             "--workers",
             str(args.workers),
+            "--prefetch",
+            str(args.prefetch),
             "--child",
             str(shards),
             mode,
@@ -115,7 +127,8 @@ def main() -> None:
     lines = [
         f"# Token budgets, read ({datetime.date.today()})",
         "",
-        f"{args.samples:,} samples of ~{args.size:,} bytes, {args.workers} workers, best of {args.repeats}; "
+        f"{args.samples:,} samples of ~{args.size:,} bytes, {args.workers} workers (prefetch "
+        f"{args.prefetch}), best of {args.repeats}; "
         f"plain batches of {batch} (the budgeted batches' mean), budget {BUDGET:,} tokens",
         "",
         "| contender | samples/s (best) | batches | samples |",

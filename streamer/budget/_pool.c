@@ -224,12 +224,12 @@ static PyObject *py_feed(PyObject *self, PyObject *const *args, Py_ssize_t nargs
     return PyLong_FromLongLong(arrival);
 }
 
+#define FAST(f) (PyCFunction)(void (*)(void))(f), METH_FASTCALL
 static PyMethodDef methods[] = {
-    {"insort", (PyCFunction)(void (*)(void))py_insort, METH_FASTCALL, "insort(pool, entry): bisect.insort by (cost, arrival) as C integers."},
-    {"take", (PyCFunction)(void (*)(void))py_take, METH_FASTCALL, "take(pool, budget, share, most) -> (ids, total): the \"pack\" take."},
-    {"fit", (PyCFunction)(void (*)(void))py_fit, METH_FASTCALL, "fit(pool, ids, total, budget, share, most) -> total: more of the pool into ids."},
-    {"feed", (PyCFunction)(void (*)(void))py_feed, METH_FASTCALL,
-     "feed(pool, source, wanted, arrival, lists, load, budget, over) -> arrival: the node's top-up."},
+    {"insort", FAST(py_insort), "insort(pool, entry): bisect.insort by (cost, arrival) as C integers."},
+    {"take", FAST(py_take), "take(pool, budget, share, most) -> (ids, total): the \"pack\" take."},
+    {"fit", FAST(py_fit), "fit(pool, ids, total, budget, share, most) -> total: more of the pool into ids."},
+    {"feed", FAST(py_feed), "feed(pool, source, wanted, arrival, lists, load, budget, over) -> arrival: a top-up."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -117,17 +117,11 @@ class PacedBatcher:
         """The batches still owed, from the pool and ``items``; then what is left, counted: by reading
         the items to the end (``drain``), or, without reading them, as ``samples_left`` says. ``top_up``:
         how the pool is topped up instead of from ``items`` (a node's own loop: see ``TopUp``)."""
-        counts, pool, budget, window, room, slack = (
-            self.counts,
-            self.pool,
-            self.budget,
-            self.window,
-            self.room,
-            self.slack,
-        )
-        take, fit, pack = self.loops.take, self.loops.fit, self.mode == "pack"
+        counts, pool, budget, window = self.counts, self.pool, self.budget, self.window
+        room, slack, loops, pack = self.room, self.slack, self.loops, self.mode == "pack"
+        take, fit = loops.take, loops.fit
         source = iter(items)
-        top_up = top_up if top_up is not None else _top_up_from(source, budget, self.loops.insort)
+        top_up = top_up if top_up is not None else _top_up_from(source, budget, loops.insort)
         note_cost = counts.costs.append
         exhausted = False
         # Per batch, on locals: the attributes are written as they change (a node saves them at a yield).
