@@ -24,6 +24,8 @@ from .fsspecio import cat, open_at
 from .http import HttpOptions, HttpStream, read_http, redact
 from .localfiles import NotRegularFile, open_regular
 from .metadata import over_cap, read_capped
+from .objstore import ObjectStream, read_object, read_object_range
+from .objstoreoptions import ObjectStoreOptions, metadata_native, native
 from .urls import local_path, scheme_of
 
 Opener = Callable[[str, int, "OpenOptions"], BinaryIO]
@@ -38,10 +40,12 @@ class OpenOptions:
 
     Fields: ``http`` (``HttpOptions`` for http(s) URLs), ``cache_dir`` (a folder where remote shards, indexes
     and sidecars are copied whole on first read, then read from; None: no cache), ``cache_size`` (bytes the
-    cache keeps, the least recently used deleted first; None: no limit; ``of`` also takes text, "20GB").
+    cache keeps, the least recently used deleted first; None: no limit; ``of`` also takes text, "20GB"),
+    ``object_store`` (``ObjectStoreOptions`` for s3:// read natively: part size, parts in flight, retries).
     """
 
     http: HttpOptions = field(default_factory=HttpOptions)
+    object_store: ObjectStoreOptions = field(default_factory=ObjectStoreOptions)
     cache_dir: str | None = None
     cache_size: int | None = None
 
@@ -110,9 +114,20 @@ def _open_fsspec(url: str, offset: int, options: OpenOptions) -> BinaryIO:
     return open_at(url, offset)  # type: ignore[return-value]
 
 
+def _open_object(url: str, offset: int, options: OpenOptions) -> BinaryIO:
+    if not native(scheme_of(url)):  # $SHARDSTREAM_S3_CLIENT=s3fs: the way back
+        return _open_fsspec(url, offset, options)
+    return ObjectStream(url, offset, options.object_store)  # type: ignore[return-value]
+
+
+def _native(scheme: str) -> bool:
+    """Whether URLs of ``scheme`` are read through obstore (our opener registered, not turned off)."""
+    return OPENERS.get(scheme) is _open_object and native(scheme)
+
+
 def _is_fsspec(scheme: str) -> bool:
     """Whether URLs of ``scheme`` go through fsspec: no opener of ours (or a caller's) is registered."""
-    return scheme not in OPENERS
+    return scheme not in OPENERS or (OPENERS[scheme] is _open_object and not native(scheme))
 
 
 def _skip(stream: BinaryIO, count: int, url: str) -> None:
@@ -127,6 +142,7 @@ register_opener("file", _open_file)
 register_opener("pipe", _open_pipe)
 register_opener("http", _open_http)
 register_opener("https", _open_http)
+register_opener("s3", _open_object)
 
 
 def _raw_open(url: str, offset: int, options: OpenOptions) -> BinaryIO:
@@ -197,7 +213,9 @@ def read_small(url: str, options: OpenOptions | None = None) -> bytes | None:
     if scheme in ("http", "https"):
         return read_http(url, options.http)
     try:
-        if _is_fsspec(scheme):
+        if _native(scheme) and metadata_native(scheme):
+            return read_object(url, options.object_store, cap)  # one GET
+        if _is_fsspec(scheme) or _native(scheme):  # s3fs there: a main process kept free of obstore
             data = cat(url, 0, cap + 1)  # one GET: no HEAD first, no read-ahead, one byte past the cap
             if len(data) > cap:
                 raise over_cap(redact(url), cap, "more than that")
@@ -228,6 +246,8 @@ def read_range(
     elif scheme in ("http", "https") and options.cache_dir is None:
         with HttpStream(url, start, options.http, end=end) as stream:
             data = _read_exactly(stream, end - start)
+    elif _native(scheme) and options.cache_dir is None and not is_compressed(url):
+        data = read_object_range(url, start, end, options.object_store)  # one ranged GET
     elif _is_fsspec(scheme) and options.cache_dir is None and not is_compressed(url):
         data = cat(url, start, end)  # a stream would read ahead a block (s3fs: 50 MiB) past one sample
     else:

@@ -42,6 +42,7 @@ def test_a_scheme_without_its_backend_names_the_package(index, monkeypatch):
     registry = pytest.importorskip("fsspec.registry")
     monkeypatch.setitem(sys.modules, "s3fs", None)  # as if s3fs were not installed (the test extras have it)
     monkeypatch.delitem(registry._registry, "s3", raising=False)  # nor loaded by an earlier test
+    monkeypatch.setenv("SHARDSTREAM_S3_CLIENT", "s3fs")  # s3:// through fsspec, not natively (obstore)
     with pytest.raises(ShardReadError, match=r"s3://.*(s3fs|fsspec)"):
         list(ShardDataset("s3://bucket/train-{0..1}.tar", decode=False))
 
