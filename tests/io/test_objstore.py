@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import multiprocessing.forkserver
 import os
-import shutil
 import time
 import traceback
 from pathlib import Path
@@ -137,10 +136,36 @@ def test_shards_from_s3_give_the_samples_from_disk_with_two_workers(s3_bucket: S
 
 
 def test_the_way_back_to_s3fs(s3_bucket: S3Bucket, packed: Path, monkeypatch):
-    shutil.rmtree(packed.parent / "unused", ignore_errors=True)
     url = s3_bucket.upload(packed, "objstore/back")
     monkeypatch.setenv("SHARDSTREAM_S3_CLIENT", "s3fs")
     with open_stream(f"{url}/train-000000.tar") as stream:
         assert not isinstance(stream, ObjectStream)
     samples = list(ShardDataset(f"{url}/{INDEX}", decode=False, shuffle=False))
     assert _by_key(samples) == _by_key(ShardDataset(str(packed / INDEX), decode=False, shuffle=False))
+
+
+def test_403_fails_at_once_naming_the_url_without_credentials(s3_bucket: S3Bucket, monkeypatch):
+    """moto checks credentials against its IAM once told to: the dummy key is then refused with a 403."""
+    settings = pytest.importorskip("moto.settings")
+    s3_bucket.fs.pipe(f"{s3_bucket.name}/denied/a.tar", b"x" * 100)
+    monkeypatch.setattr(settings, "INITIAL_NO_AUTH_ACTION_COUNT", 0)  # moto's server runs in this process
+    started = time.monotonic()
+    url = s3_bucket.url("denied/a.tar")
+    for attempt in (lambda: ObjectStream(url), lambda: read_range(url, 0, 10)):
+        with pytest.raises(ShardReadError, match="access denied") as caught:
+            attempt()
+        assert url in _no_secret(caught.value) and "AWS_SECRET_ACCESS_KEY" in str(caught.value)
+    assert time.monotonic() - started < 5  # refused, not retried
+
+
+def test_fork_started_workers_after_obstore_ran_here_still_read_every_sample(
+    s3_bucket: S3Bucket, packed: Path
+):
+    """obstore's runtime does not survive fork(): workers forked after it ran here read through s3fs."""
+    url = s3_bucket.upload(packed, "objstore/forked")
+    assert read_range(f"{url}/train-000000.tar", 0, 512)  # obstore has run in this process
+    dataset = ShardDataset(f"{url}/{INDEX}", decode=False, seed=4)
+    loader = DataLoader(dataset, batch_size=None, num_workers=2, multiprocessing_context="fork")
+    on_disk = _by_key(ShardDataset(str(packed / INDEX), decode=False, shuffle=False))
+    samples = list(loader)
+    assert len(samples) == 12 and _by_key(samples) == on_disk
