@@ -85,7 +85,7 @@ def test_an_object_replaced_mid_read_is_an_error_never_spliced_bytes(s3_bucket: 
         with pytest.raises(ShardReadError, match="changed while it was read") as caught:
             while chunk := stream.read(part):  # part 3 is asked for after the replacement
                 got += chunk
-    assert caught.value.offset is not None and caught.value.offset >= 2 * part
+    assert caught.value.offset is not None and caught.value.offset >= part  # part 2 may be either version
     assert s3_bucket.url("replaced/shard.tar") in _no_secret(caught.value)
 
 
