@@ -11,6 +11,10 @@ counts (this machine is noisy):
 * plain: ``batch_size=B`` (B: the mean samples per budgeted batch), collated to a list;
 * budget: ``batch_tokens=8192`` (each item already a list).
 
+``--bytes-per-token N`` (0: off) makes each ``.txt`` N bytes a token instead (text, whose bytes follow
+its tokens: budgeted batches are then even in bytes, and plain batches of B uneven); the data goes to
+its own folder under ``--workdir`` and the results to ``budget-stream-text-<date>``.
+
 ``--prefetch`` (2, the DataLoader's default) is each worker's ``prefetch_factor``, for both: the budget's
 batches hold 1 to ~50 of these equal-sized samples, and a DataLoader hands batches out in order with
 ``workers x prefetch`` asked for, so a worker done with its small batches waits while the other makes a
@@ -38,11 +42,12 @@ RESULTS = ROOT / "benchmarks" / "results"
 BUDGET = 8192
 
 
-def make_data(root: Path, samples: int, size: int) -> Path:
+def make_data(root: Path, samples: int, size: int, per_token: int = 0) -> Path:
     import numpy as np
 
     from packer import PackOptions, pack
 
+    root = root / (f"text-{per_token}" if per_token else ".")
     shards = root / "shards"
     if (shards / "shardstream-index.json").exists():
         return shards
@@ -51,7 +56,8 @@ def make_data(root: Path, samples: int, size: int) -> Path:
     tokens = np.exp(rng.normal(np.log(600), 0.99, samples)).astype(int) + 1
     with open(root / "m.jsonl", "w") as handle:
         for i, n in enumerate(tokens):
-            handle.write(json.dumps({"id": f"s{i:07d}", "txt": "x" * size, "num_tokens": int(n)}) + "\n")
+            text = "x" * (per_token * int(n) if per_token else size)
+            handle.write(json.dumps({"id": f"s{i:07d}", "txt": text, "num_tokens": int(n)}) + "\n")
     pack(root / "m.jsonl", shards, PackOptions(cost="num_tokens", max_count=1000), progress=False)
     return shards
 
@@ -91,6 +97,7 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=2_000)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--bytes-per-token", type=int, default=0, help="text of N bytes a token")
     parser.add_argument("--prefetch", type=int, default=2, help="each worker's prefetch_factor")
     parser.add_argument("--workdir", default="/tmp/shardstream-budget-bench")
     parser.add_argument("--no-save", action="store_true")
@@ -100,7 +107,7 @@ def main() -> None:
         shards, mode, batch = args.child
         print(json.dumps(one_epoch(shards, mode, args.workers, int(batch), args.prefetch)))
         return
-    shards = make_data(Path(args.workdir), args.samples, args.size)
+    shards = make_data(Path(args.workdir), args.samples, args.size, args.bytes_per_token)
 
     def run(mode: str, batch: int) -> dict:
         command = [
@@ -127,7 +134,9 @@ def main() -> None:
     lines = [
         f"# Token budgets, read ({datetime.date.today()})",
         "",
-        f"{args.samples:,} samples of ~{args.size:,} bytes, {args.workers} workers (prefetch "
+        f"{args.samples:,} samples of "
+        + (f"{args.bytes_per_token} bytes a token" if args.bytes_per_token else f"~{args.size:,} bytes")
+        + f", {args.workers} workers (prefetch "
         f"{args.prefetch}), best of {args.repeats}; "
         f"plain batches of {batch} (the budgeted batches' mean), budget {BUDGET:,} tokens",
         "",
@@ -141,7 +150,8 @@ def main() -> None:
     print(report)
     if not args.no_save:
         RESULTS.mkdir(exist_ok=True)
-        stem = RESULTS / f"budget-stream-{datetime.date.today()}"
+        kind = "budget-stream-text" if args.bytes_per_token else "budget-stream"
+        stem = RESULTS / f"{kind}-{datetime.date.today()}"
         stem.with_suffix(".md").write_text(report)
         stem.with_suffix(".json").write_text(json.dumps({"args": vars(args), "runs": runs}, indent=1))
 
