@@ -23,9 +23,13 @@ from itertools import islice
 import numpy as np
 
 try:  # the pool's loops in C (_pool.c); without a compiler, the same loops in Python
-    from . import _pool as _native
+    from ._pool import fit as _native_fit
+    from ._pool import insort as _native_insort
+    from ._pool import take as _native_take
+
+    _NATIVE: tuple | None = (_native_insort, _native_take, _native_fit)
 except ImportError:
-    _native = None
+    _NATIVE = None
 
 MODES = ("pack", "pad")
 # Tops the pool up: (pool, wanted, arrival) -> the next arrival, having added at most ``wanted`` entries
@@ -48,8 +52,8 @@ class PoolLoops:
 
 def pool_loops(native: bool = True) -> PoolLoops:
     """The loops in C (``_pool.c``) when ``native`` and it is built; else the same loops in Python."""
-    if native and _native is not None:
-        return PoolLoops(_native.insort, _native.take, _native.fit)
+    if native and _NATIVE is not None:
+        return PoolLoops(*_NATIVE)
     return PoolLoops(bisect.insort, take_pack, fit_pack)
 
 
