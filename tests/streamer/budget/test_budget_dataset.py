@@ -235,3 +235,17 @@ def test_cu_seqlens_names_a_sample_without_its_cost(costed):
     with pytest.raises(ValueError, match=r"sample 0 of the batch \(str\) has no integer __cost__"):
         cu_seqlens(batch)
     assert cu_seqlens([]).tolist() == [0]
+
+
+def test_an_epoch_the_probe_under_plans_counts_what_it_leaves_out(tmp_path):
+    """The probe reads the first 4,096 samples in index order: here all cost 10 (they pack ~100 a batch),
+    and the 1,200 after them cost 510 (one a batch), so the target falls short and the batches leave
+    samples out: each one counted, none lost uncounted."""
+    costs = [10] * 4096 + [510] * 1200
+    records = [{"id": f"u{i:05d}", "txt": "t", "num_tokens": c} for i, c in enumerate(costs)]
+    (tmp_path / "m.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    pack(tmp_path / "m.jsonl", tmp_path / "shards", PackOptions(cost="num_tokens", max_count=512))
+    ds = ShardDataset(tmp_path / "shards", batch_tokens=1000, seed=0)
+    seen = [s["__key__"] for batch in _epoch(ds, 2) for s in batch]
+    left = ds.errors["samples_left_out"]
+    assert left > 0 and len(seen) == len(set(seen)) and len(seen) + left == len(costs)
