@@ -32,7 +32,7 @@ from ..placement.shards import ShardList
 from .passes import PassStream
 from .plan import Share
 from .resume import Restored
-from .source import source_of
+from .source import MixSource, source_of
 
 WEIGHT_BY = ("samples", "tokens")
 
@@ -167,19 +167,27 @@ def _interleaved(lists: list[list[int]]) -> Iterator[int]:
     return (c for _, _, c in sorted(keyed))
 
 
-def token_shares(
-    shares: Sequence[Share],
-    shard_lists: Sequence[ShardList],
-    weight_by: str,
-    costs: Sequence[int] | None = None,
-) -> list[Share]:
-    """``shares`` with each weight turned into a weight of samples that buys that share of cost
-    (``weight_by="tokens"``): divided by the source's mean cost per sample, from ``costs`` (each source's
-    total as a budget weighs it) or the index's sums. ValueError naming the option."""
+def check_budgeted(options: BudgetOptions | None, *, stratify: int | None, weight_by: str) -> None:
+    """ValueError naming the option a budgeted (or any) mixture cannot take."""
     if weight_by not in WEIGHT_BY:
         raise ValueError(f"weight_by must be one of {', '.join(WEIGHT_BY)}, not {weight_by!r}")
+    if options is not None and stratify is not None:
+        raise ValueError("stratify sets a batch size; with batch_tokens the budget makes the batches")
+
+
+def token_shares(
+    sources: Sequence[MixSource],
+    shard_lists: Sequence[ShardList],
+    weight_by: str,
+    budget: MixtureBudget | None = None,
+) -> list[Share]:
+    """Each source's share of the epoch; with ``weight_by="tokens"`` each weight turned into a weight of
+    samples that buys that share of cost: divided by the source's mean cost per sample, as the budget
+    weighs it (the overlong rule applied) or, without one, as the index sums it."""
+    shares = [s.share(int(shards.total)) for s, shards in zip(sources, shard_lists, strict=True)]
     if weight_by == "samples":
-        return list(shares)
+        return shares
+    costs = budget.source_costs() if budget is not None else None
     out = []
     for j, (share, shards) in enumerate(zip(shares, shard_lists, strict=True)):
         if share.kind != "weight":
@@ -192,8 +200,7 @@ def token_shares(
             raise ValueError(
                 f"source {share.name!r}: weight_by='tokens' needs costs, and its samples cost 0 in all"
             )
-        mean = Fraction(total, samples)
-        out.append(replace(share, value=Fraction(share.value) / mean))
+        out.append(replace(share, value=Fraction(share.value) / Fraction(total, samples)))
     return out
 
 

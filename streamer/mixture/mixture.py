@@ -28,7 +28,7 @@ from ..chain.standins import StandIns
 from ..datasets.base import StreamBase
 from ..datasets.options import Errors, Placement, Reading, default_prefetch
 from ..datasets.saved import check_chain_state
-from .budget import MixtureBudget, budget_deal, mixture_steps, token_shares
+from .budget import MixtureBudget, budget_deal, check_budgeted, mixture_steps, token_shares
 from .config import load_mixture
 from .elastic import PlanStream
 from .fetch import SourceReads
@@ -104,8 +104,7 @@ class Mixture(StreamBase):
         super().__init__()
         check_options(sources, max_open=max_open, stratify=stratify)
         budget_options = budget_options_of(batch_tokens, batching, batch_window, overlong)
-        if budget_options is not None and stratify is not None:
-            raise ValueError("stratify sets a batch size; with batch_tokens the budget makes the batches")
+        check_budgeted(budget_options, stratify=stratify, weight_by=weight_by)
         self.sources = read_sources([MixSource.of(s, i) for i, s in enumerate(sources)])  # weight 0: not read
         self.placement = Placement(
             shuffle=shuffle, seed=seed, remainder=remainder, rank=rank, world_size=world_size
@@ -119,12 +118,7 @@ class Mixture(StreamBase):
         self.budget = (
             MixtureBudget(budget_options, self.shard_lists, self.bases, opening) if budget_options else None
         )
-        shares = [
-            s.share(int(shards.total)) for s, shards in zip(self.sources, self.shard_lists, strict=True)
-        ]
-        # In tokens, a weight buys cost as the batches will hold it (the overlong rule applied) if budgeted.
-        costs = self.budget.source_costs() if self.budget is not None else None
-        self.shares = token_shares(shares, self.shard_lists, weight_by, costs)
+        self.shares = token_shares(self.sources, self.shard_lists, weight_by, self.budget)
         self.names = [share.name for share in self.shares]
         self.decoders = [source_decoder(s) for s in self.sources]
         if prefetch is None:
