@@ -15,6 +15,7 @@ _EXPORTS = {
     "HttpOptions": "shardstream.io.httpoptions",
     "MixSource": "streamer.mixture.source",
     "Mixture": "streamer.mixture.mixture",
+    "ObjectStoreOptions": "shardstream.io.objstoreoptions",
     "OpenOptions": "shardstream.io.openers",
     "Padded": "streamer.batch.collate",
     "RawBatch": "streamer.batch.rawbatch",

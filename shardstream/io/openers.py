@@ -54,13 +54,24 @@ class OpenOptions:
 
     @classmethod
     def of(
-        cls, http: HttpOptions | None, cache_dir: str | os.PathLike[str] | None, cache_size: int | str | None
+        cls,
+        http: HttpOptions | None,
+        cache_dir: str | os.PathLike[str] | None,
+        cache_size: int | str | None,
+        object_store: ObjectStoreOptions | None = None,
     ) -> OpenOptions:
         """From a dataset's keyword options: ``cache_size`` may be text ("20GB")."""
         if isinstance(cache_size, str):
             cache_size = parse_size(cache_size, name="cache_size")
         cache = os.fspath(cache_dir) if cache_dir is not None else None
-        return cls(http=http or HttpOptions(), cache_dir=cache, cache_size=cache_size)
+        if object_store is not None and not isinstance(object_store, ObjectStoreOptions):
+            raise ValueError(f"object_store must be an ObjectStoreOptions, not {object_store!r:.60}")
+        return cls(
+            http=http or HttpOptions(),
+            cache_dir=cache,
+            cache_size=cache_size,
+            object_store=object_store or ObjectStoreOptions(),
+        )
 
 
 @lru_cache(maxsize=8)

@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from shardstream.io.httpoptions import HttpOptions, bind
+from shardstream.io.objstoreoptions import ObjectStoreOptions
 from shardstream.io.openers import OpenOptions
 
 from ..budget.node import BudgetBatches
@@ -78,10 +79,11 @@ class ShardDataset(ShardResume, StreamBase):
     Place: ``rank`` and ``world_size`` (None: from torch.distributed, else ``RANK``/``WORLD_SIZE``, else
     0 and 1).
 
-    Reading: ``http`` (``HttpOptions``: timeouts, retries, headers, TLS), ``cache_dir`` and ``cache_size``
-    (a local cache of remote shards, LRU under the size), ``prefetch`` (shards read ahead per worker;
-    None: 2 for remote shards, 0 for local ones), ``prefetch_bytes`` (bytes fetched ahead of each),
-    ``zero_copy`` (members as read-only memoryviews into mapped local shards; needs ``decode=False``),
+    Reading: ``http`` (``HttpOptions``: timeouts, retries, headers, TLS), ``object_store``
+    (``ObjectStoreOptions``: s3:// read natively, part size, parts in flight, retries), ``cache_dir`` and
+    ``cache_size`` (a local cache of remote shards, LRU under the size), ``prefetch`` (shards read ahead
+    per worker; None: 2 for remote shards, 0 for local ones), ``prefetch_bytes`` (bytes fetched ahead of
+    each), ``zero_copy`` (members as read-only memoryviews into mapped local shards; needs ``decode=False``),
     ``defer_reads`` (behind a shuffle buffer, hold ids and read a local shard's sample as it leaves; None:
     for shards whose samples average at least 16 KiB, where that is faster; True: always; False: never).
 
@@ -116,6 +118,7 @@ class ShardDataset(ShardResume, StreamBase):
         rank: int | None = None,
         world_size: int | None = None,
         http: HttpOptions | None = None,
+        object_store: ObjectStoreOptions | None = None,
         cache_dir: str | os.PathLike[str] | None = None,
         cache_size: int | str | None = None,
         prefetch: int | None = None,
@@ -130,7 +133,8 @@ class ShardDataset(ShardResume, StreamBase):
         super().__init__()
         self.error_handling = Errors(on_error=on_error, keep_length=keep_length)
         self.placement = Placement.of(shuffle, seed, remainder, resampled, rank, world_size)
-        opening = OpenOptions.of(bind(http, source), cache_dir, cache_size)  # headers: the source's origins
+        # Headers go to the source's own origins only.
+        opening = OpenOptions.of(bind(http, source), cache_dir, cache_size, object_store)
         self.shards = ShardList.from_source(source, opening)
         if zero_copy and decode is not False:
             raise ValueError("zero_copy=True hands out raw read-only buffers: pass decode=False with it")

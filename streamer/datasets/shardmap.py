@@ -19,6 +19,7 @@ from torch.utils.data import Dataset
 from shardstream.errors import FormatError
 from shardstream.format.keyfile import IDX_SUFFIX, KeyFile
 from shardstream.io.httpoptions import HttpOptions, bind
+from shardstream.io.objstoreoptions import ObjectStoreOptions
 from shardstream.io.openers import OpenOptions, read_range, read_small
 
 from ..chain.opener import ShardOpener
@@ -35,9 +36,9 @@ class ShardMap(Dataset):  # type: ignore[type-arg]
     ``IndexError``, an unknown key a ``KeyError``.
 
     ``fields``, ``decode``, ``image``, ``image_size``, ``audio_rate``, ``audio_mono``, ``video_frames``,
-    ``decoders`` (decoding), ``http``, ``cache_dir`` and ``cache_size`` (reaching shards) are
-    ``ShardDataset``'s. ``offsets_cache``: shards whose offsets sidecars are kept in memory, the most
-    recently read (at least 1).
+    ``decoders`` (decoding), ``http``, ``object_store``, ``cache_dir`` and ``cache_size`` (reaching
+    shards) are ``ShardDataset``'s. ``offsets_cache``: shards whose offsets sidecars are kept in memory,
+    the most recently read (at least 1).
     """
 
     def __init__(
@@ -53,13 +54,14 @@ class ShardMap(Dataset):  # type: ignore[type-arg]
         video_frames: int | None = None,
         decoders: Mapping[str, Callable[[bytes], Any]] | None = None,
         http: HttpOptions | None = None,
+        object_store: ObjectStoreOptions | None = None,
         cache_dir: str | os.PathLike[str] | None = None,
         cache_size: int | str | None = None,
         offsets_cache: int = 64,
     ) -> None:
         if offsets_cache < 1:
             raise ValueError(f"offsets_cache must be >= 1, not {offsets_cache}")
-        self.options = OpenOptions.of(bind(http, source), cache_dir, cache_size)  # headers: its origin
+        self.options = OpenOptions.of(bind(http, source), cache_dir, cache_size, object_store)  # its origin
         self.shards = ShardList.from_source(source, self.options)
         if self.shards.counts is None:
             raise ValueError(

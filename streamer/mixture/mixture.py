@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from shardstream.io.httpoptions import HttpOptions, bind
+from shardstream.io.objstoreoptions import ObjectStoreOptions
 from shardstream.io.openers import OpenOptions
 
 from ..budget.node import BudgetBatches
@@ -58,9 +59,10 @@ class Mixture(StreamBase):
     each with its own ``fields`` and decode options, see ``MixSource``). ``epoch_size``: samples per epoch
     over all ranks (None: what the shares give, e.g. one pass of the sources read by ``repeat``).
     ``shuffle``, ``seed``, ``remainder``, ``on_error``, ``keep_length``, ``rank``, ``world_size``,
-    ``http``, ``cache_dir``, ``cache_size``, ``prefetch`` (None: 1 if any source is remote, else 0) and
-    ``prefetch_bytes`` are ShardDataset's and apply to all sources. ``buffer_size``: shared by the sources
-    in proportion to their budgets (at least one sample each); each source shuffles its window of it.
+    ``http``, ``object_store``, ``cache_dir``, ``cache_size``, ``prefetch`` (None: 1 if any source is
+    remote, else 0) and ``prefetch_bytes`` are ShardDataset's and apply to all sources. ``buffer_size``:
+    shared by the sources in proportion to their budgets (at least one sample each); each source shuffles
+    its window of it.
     ``max_open``: sources with an open reader at once per worker (the least recently used is closed).
     ``defer_reads``: ShardDataset's; a source's window then holds large samples' ids, read as they leave.
     ``stratify``: the DataLoader's batch size B; every batch then holds floor or ceil of each source's
@@ -88,6 +90,7 @@ class Mixture(StreamBase):
         rank: int | None = None,
         world_size: int | None = None,
         http: HttpOptions | None = None,
+        object_store: ObjectStoreOptions | None = None,
         cache_dir: str | os.PathLike[str] | None = None,
         cache_size: int | str | None = None,
         prefetch: int | None = None,
@@ -112,7 +115,8 @@ class Mixture(StreamBase):
         self.error_handling = Errors(on_error=on_error, keep_length=keep_length)
         self.epoch_size, self.max_open, self.stratify = epoch_size, max_open, stratify
         # Headers go to the sources' own origins, never to hosts their indexes name.
-        opening = OpenOptions.of(bind(http, [s.path for s in self.sources]), cache_dir, cache_size)
+        paths = [s.path for s in self.sources]
+        opening = OpenOptions.of(bind(http, paths), cache_dir, cache_size, object_store)
         self.shard_lists = [counted_shards(s, opening) for s in self.sources]
         self.shards, self.bases = all_shards(self.shard_lists)
         self.budget = (

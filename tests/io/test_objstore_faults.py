@@ -153,3 +153,18 @@ def test_every_sample_once_over_two_ranks_of_two_forkserver_workers(served):
         seen += [s["__key__"] for s in loader]
     assert sorted(seen) == sorted(_on_disk(srv)) and len(seen) == 16
     assert len(_read_natively(srv)) == 8  # every shard, by obstore in the workers (s3fs reads the index)
+
+
+def test_shard_dataset_takes_object_store_options(served):
+    """``ShardDataset(object_store=...)`` reaches the reader: 1 KiB parts make a shard that many ranges."""
+    srv, url = served
+    key = "packed/train-000004.tar"
+    size = (srv.root / key).stat().st_size
+    srv.reset_log()
+    options = ObjectStoreOptions(part_size=1024, parts_in_flight=2)
+    ds = ShardDataset(f"{url}/{INDEX}", decode=False, shuffle=False, prefetch=0, object_store=options)
+    assert _by_key(ds) == _on_disk(srv)
+    ranges = [r for r in srv.requests if r.path == f"/{srv.bucket}/{key}" and r.kind == "range"]
+    assert len(ranges) == -(-size // 1024)
+    with pytest.raises(ValueError, match="object_store must be an ObjectStoreOptions"):
+        ShardDataset(f"{url}/{INDEX}", object_store={"part_size": 1024})
