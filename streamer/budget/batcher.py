@@ -32,9 +32,9 @@ except ImportError:
     _NATIVE = None
 
 MODES = ("pack", "pad")
+Entry = tuple[int, int, Hashable]  # a pool entry: (cost, arrival, id), sorted by cost then arrival
 # Tops the pool up: (pool, wanted, arrival) -> the next arrival, having added at most ``wanted`` entries
 # (cost, arrival, id) with insort, costs in [0, budget]; fewer than ``wanted`` means the samples ran out.
-Entry = tuple[int, int, Hashable]  # a pool entry: (cost, arrival, id), sorted by cost then arrival
 TopUp = Callable[[list[Entry], int, int], int]
 _AFTER = float("inf")  # an arrival after every entry's
 
@@ -115,6 +115,13 @@ class PacedBatcher:
         self.last: Hashable | None = None
         self.loops = pool_loops(native)
 
+    def _top_up(self, top_up: TopUp) -> bool:
+        """The pool topped up to the window; whether the samples ran out."""
+        wanted = self.window - len(self.pool)
+        arrival = top_up(self.pool, wanted, self.arrival)
+        exhausted, self.arrival = arrival - self.arrival < wanted, arrival
+        return exhausted
+
     def run(
         self, items: Iterable[tuple[int, Hashable]], *, drain: bool = True, top_up: TopUp | None = None
     ) -> Iterator[list[Hashable]]:
@@ -131,10 +138,7 @@ class PacedBatcher:
         # Per batch, on locals: the attributes are written as they change (a node saves them at a yield).
         while counts.batches < self.target:
             if not exhausted and len(pool) < window:
-                wanted = window - len(pool)
-                arrival = top_up(pool, wanted, self.arrival)
-                exhausted = arrival - self.arrival < wanted
-                self.arrival = arrival
+                exhausted = self._top_up(top_up)
             owed = self.target - counts.batches
             if not pool:  # out of samples with batches owed: repeat one, counted (none at all: empty)
                 batch = [self.last] if self.last is not None else []
@@ -157,10 +161,7 @@ class PacedBatcher:
                     if owed == 1:
                         # ... and keeps topping the window up while something more fits.
                         while not exhausted and total < budget and len(batch) < most and len(pool) < window:
-                            wanted = window - len(pool)
-                            arrival = top_up(pool, wanted, self.arrival)
-                            exhausted = arrival - self.arrival < wanted
-                            self.arrival = arrival
+                            exhausted = self._top_up(top_up)
                             total = fit(pool, batch, total, budget, share, most)
                     cost = total
                 self.cost_left = cost_left - total

@@ -128,16 +128,22 @@ def epoch_probe(
     """Unpaced batches of the epoch's first shards (at least 64 windows of samples, or one slot's
     samples when a slot holds fewer): the same probe on every worker, which reads those shards' columns
     alike. ``slots``: the ranks x workers the epoch is dealt to."""
-    per_slot = -(-int(np.sum(counts)) // max(slots, 1))
-    window = max(1, min(options.window, per_slot))
-    wanted = min(max(options.probe_samples, 64 * window), max(per_slot, 1))
+    window, wanted = probe_shape(int(np.sum(counts)), slots, options)
     return probe(
-        _probe_costs(counts, column, seed, epoch, shuffle, wanted),
+        first_costs(counts, column, seed=seed, epoch=epoch, shuffle=shuffle, wanted=wanted),
         budget=options.budget,
         window=window,
         mode=options.mode,
         overlong=options.overlong,
     )
+
+
+def probe_shape(samples: int, slots: int, options: BudgetOptions) -> tuple[int, int]:
+    """(window, samples) a probe batches for an epoch of ``samples`` dealt to ``slots``: the options'
+    window and at least 64 windows of samples, or one slot's worth of both when a slot holds fewer."""
+    per_slot = -(-samples // max(slots, 1))
+    window = max(1, min(options.window, per_slot))
+    return window, min(max(options.probe_samples, 64 * window), max(per_slot, 1))
 
 
 def weights(options: BudgetOptions) -> Callable[[np.ndarray], np.ndarray]:
@@ -213,8 +219,8 @@ def slot_items(
             yield cost, (segment.shard, index)
 
 
-def _probe_costs(
-    counts: np.ndarray, column: Column, seed: int, epoch: int, shuffle: bool, wanted: int
+def first_costs(
+    counts: np.ndarray, column: Column, *, seed: int, epoch: int, shuffle: bool, wanted: int
 ) -> Iterator[int]:
     """The costs of the epoch's first shards, in its shard order, up to ``wanted`` samples."""
     given = 0

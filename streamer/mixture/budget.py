@@ -24,7 +24,15 @@ from shardstream.io.openers import OpenOptions
 
 from ..budget.columns import CostColumns, check_costed
 from ..budget.deal import slot_bounds
-from ..budget.plan import BudgetOptions, SlotPlan, slot_totals, weighed_sums, weights
+from ..budget.plan import (
+    BudgetOptions,
+    SlotPlan,
+    first_costs,
+    probe_shape,
+    slot_totals,
+    weighed_sums,
+    weights,
+)
 from ..budget.target import Probe, probe, target_batches
 from ..elastic.deal import Plan
 from ..placement.segments import Segment
@@ -61,13 +69,14 @@ class MixtureBudget:
         opening: OpenOptions,
     ) -> None:
         self.options = options
-        columns = [CostColumns(shards, opening) for shards in shard_lists]
-        self.costs = MixCosts(columns, bases)
+        self.shard_lists = list(shard_lists)
+        self.columns = [CostColumns(shards, opening) for shards in shard_lists]
+        self.costs = MixCosts(self.columns, bases)
         self.counts = np.concatenate([np.asarray(s.counts, dtype=np.int64) for s in shard_lists])
         self.sums = np.concatenate(
             [
                 weighed_sums(s.counts, c, options, sums=s.cost_sums, tails=s.cost_tails)
-                for s, c in zip(shard_lists, columns, strict=True)
+                for s, c in zip(shard_lists, self.columns, strict=True)
             ]
         )
         self.bases = list(bases)
@@ -141,9 +150,7 @@ class MixtureBudget:
         key = (*sizes, slots)
         if key not in self._probes:
             o = self.options
-            per_slot = -(-sum(sizes) // slots)
-            window = max(1, min(o.window, per_slot))
-            wanted = min(max(o.probe_samples, 64 * window), max(per_slot, 1))
+            window, wanted = probe_shape(sum(sizes), slots, o)
             costs = _interleaved(
                 [self._first_costs(j, -(-wanted * n // max(sum(sizes), 1))) for j, n in enumerate(sizes)]
             )
@@ -152,13 +159,8 @@ class MixtureBudget:
 
     def _first_costs(self, j: int, wanted: int) -> list[int]:
         """Source ``j``'s first ``wanted`` costs, its shards in index order."""
-        out: list[int] = []
-        shard, end = self.bases[j], self.bases[j + 1] if j + 1 < len(self.bases) else len(self.counts)
-        while len(out) < wanted and shard < end:
-            if self.counts[shard]:
-                out += [int(c) for c in self.costs(shard)[: wanted - len(out)]]
-            shard += 1
-        return out
+        counts = np.asarray(self.shard_lists[j].counts)
+        return list(first_costs(counts, self.columns[j], seed=0, epoch=0, shuffle=False, wanted=wanted))
 
 
 def _interleaved(lists: list[list[int]]) -> Iterator[int]:
