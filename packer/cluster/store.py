@@ -1,19 +1,22 @@
-"""Where a pack in parts keeps its OUTDIR: a local folder (renames) or an object store through fsspec
-(uploads, server-side copies). Parts always pack on local disk; only finished files cross to the store."""
+"""Where a pack in parts keeps its OUTDIR: a local folder (renames) or an object store (uploads,
+server-side copies): s3:// natively through obstore (``nativestore.py``), the others through fsspec.
+Parts always pack on local disk; only finished files cross to the store."""
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
-import tempfile
 from pathlib import Path
 
 from shardstream.errors import PackError, redact_url
+from shardstream.io.objstoreoptions import native
 from shardstream.io.publish import fsync_dir, write_atomic
-from shardstream.io.urls import is_remote, local_path
+from shardstream.io.urls import is_remote, local_path, scheme_of
 
-SCRATCH_ENV = "SHARDSTREAM_SCRATCH"
+from .nativestore import NativeStore
+from .scratch import scratch_for
+
+__all__ = ["FsspecStore", "LocalStore", "NativeStore", "Store", "open_store"]
 
 
 class LocalStore:
@@ -93,9 +96,7 @@ class FsspecStore:
             self.fs, self.path = fsspec.core.url_to_fs(self.url)
         except (ImportError, ValueError) as exc:
             raise PackError(f"{self.shown}: no fsspec backend for it ({exc})") from exc
-        digest = hashlib.sha256(self.url.encode()).hexdigest()[:16]
-        base = os.environ.get(SCRATCH_ENV) or os.path.join(tempfile.gettempdir(), "shardstream-scratch")
-        self.scratch = Path(base) / digest  # this OUTDIR's parts on this machine, for a retry here to resume
+        self.scratch = scratch_for(self.url)  # a retry on this machine resumes from it
 
     def _key(self, rel: str) -> str:
         return f"{self.path}/{rel}"
@@ -186,12 +187,15 @@ class FsspecStore:
         self.fs.invalidate_cache()
 
 
-Store = LocalStore | FsspecStore
+Store = LocalStore | FsspecStore | NativeStore
 
 
 def open_store(outdir: str | os.PathLike[str] | Store) -> Store:
-    """OUTDIR's store: an fsspec one for a URL (s3://, gs://, ...), else the local folder."""
-    if isinstance(outdir, (LocalStore, FsspecStore)):
+    """OUTDIR's store: s3:// through obstore where this process may use it, another URL (gs://, ...)
+    through fsspec, else the local folder."""
+    if isinstance(outdir, (LocalStore, FsspecStore, NativeStore)):
         return outdir
     text = os.fspath(outdir)
-    return FsspecStore(text) if is_remote(text) else LocalStore(Path(local_path(text)))
+    if not is_remote(text):
+        return LocalStore(Path(local_path(text)))
+    return NativeStore(text) if native(scheme_of(text)) else FsspecStore(text)

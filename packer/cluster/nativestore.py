@@ -1,0 +1,193 @@
+"""OUTDIR on S3 through obstore, the client the streamer reads with: multipart uploads, server-side copies.
+
+Trade-off: only ``s3://`` (the schemes ``shardstream.io.objstoreoptions.native`` admits) and only in a
+process that may use obstore (not forked from one that had: tokio does not survive fork); elsewhere, and
+with ``$SHARDSTREAM_S3_CLIENT=s3fs``, OUTDIR stays on fsspec (``store.FsspecStore``), with the same bytes.
+A finished file goes up in ``part_size`` pieces (5 MiB at least, S3's least), ``parts_in_flight`` at once:
+an S3 multipart upload, which no reader sees until it completes (a killed upload leaves no object, only
+parts that the bucket's lifecycle rule clears); a small file in one PUT. Failed requests are retried with
+backoff and jitter (``retries``, ``backoff``, ``max_backoff`` of ``ObjectStoreOptions``); errors name the
+URL, never a credential. A shard over 5 GiB cannot be committed this way (S3's CopyObject limit; the
+commit copies each part's shard to its name): pack smaller shards, or set ``$SHARDSTREAM_S3_CLIENT=s3fs``.
+"""
+from __future__ import annotations
+
+import contextlib
+import random
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from shardstream.errors import PackError, redact_url
+from shardstream.io.objstoreoptions import ObjectStoreOptions, split, store_for
+
+from .scratch import scratch_for
+
+_T = TypeVar("_T")
+MIN_PART = 5 << 20  # S3 refuses a multipart upload's parts under 5 MiB (the last one excepted)
+
+
+def _status(exc: BaseException) -> int | None:
+    """The HTTP status obstore's message names, if any."""
+    text = str(exc)
+    marker = "status code: "
+    at = text.find(marker)
+    digits = text[at + len(marker) : at + len(marker) + 3] if at >= 0 else ""
+    return int(digits) if digits.isdigit() else None
+
+
+def _passing(exc: BaseException) -> bool:
+    """A failure worth another attempt: 408/429/5xx, or no status at all (a connection that broke)."""
+    if isinstance(exc, (FileNotFoundError, PermissionError)):
+        return False
+    from obstore import exceptions as obstore_errors
+
+    if isinstance(exc, (obstore_errors.PermissionDeniedError, obstore_errors.UnauthenticatedError)):
+        return False
+    status = _status(exc)
+    return status is None or status in (408, 429) or status >= 500
+
+
+class NativeStore:
+    """OUTDIR on S3 (``s3://bucket/prefix``), written natively: the interface of ``store.LocalStore``."""
+
+    remote = True
+
+    def __init__(self, url: str, options: ObjectStoreOptions | None = None) -> None:
+        self.url = url.rstrip("/")
+        self.shown = redact_url(self.url)
+        self.options = options or ObjectStoreOptions()
+        self.prefix = split(self.url)[1].strip("/")
+        try:
+            self._store = store_for(self.url, self.options)
+        except Exception as exc:  # obstore missing, or a bucket it cannot address
+            raise PackError(f"{self.shown}: cannot reach it natively ({exc})") from exc
+        self.scratch = scratch_for(self.url)
+
+    def _key(self, rel: str) -> str:
+        return f"{self.prefix}/{rel}" if self.prefix else rel
+
+    def _call(self, what: str, rel: str, call: Callable[[], _T]) -> _T:
+        """``call()``, retried on passing failures with backoff and jitter; else a PackError with the URL."""
+        failures = 0
+        while True:
+            try:
+                return call()
+            except FileNotFoundError:
+                raise
+            except Exception as exc:
+                failures += 1
+                if not _passing(exc) or failures > self.options.retries:
+                    first = redact_url(str(exc).strip().splitlines()[0]) if str(exc).strip() else ""
+                    tried = f"; gave up after {self.options.retries} retries" if _passing(exc) else ""
+                    raise PackError(
+                        f"{self.shown}/{rel}: cannot {what} ({type(exc).__name__}: {first}){tried}; check "
+                        "the credentials in the environment, the bucket's policy and the endpoint"
+                    ) from exc
+                wait = min(self.options.max_backoff, self.options.backoff * 2 ** (failures - 1))
+                time.sleep(wait * random.uniform(0.5, 1.5))
+
+    def local(self, rel: str) -> Path:
+        return self.scratch / rel
+
+    def read(self, rel: str) -> bytes | None:
+        import obstore
+
+        try:
+            return self._call("read", rel, lambda: bytes(obstore.get(self._store, self._key(rel)).bytes()))
+        except FileNotFoundError:
+            return None
+
+    def write(self, rel: str, data: bytes) -> None:
+        import obstore
+
+        self._call("write", rel, lambda: obstore.put(self._store, self._key(rel), data, use_multipart=False))
+
+    def exists(self, rel: str) -> bool:
+        import obstore
+
+        try:
+            self._call("check", rel, lambda: obstore.head(self._store, self._key(rel)))
+        except FileNotFoundError:
+            return False
+        return True
+
+    def put(self, source: Path, rel: str) -> None:
+        """Upload a finished local file: in parts of ``part_size`` when larger, else in one PUT."""
+        import obstore
+
+        piece = max(self.options.part_size, MIN_PART)
+        parts = source.stat().st_size > piece
+
+        def upload() -> Any:
+            return obstore.put(
+                self._store,
+                self._key(rel),
+                source,
+                use_multipart=parts,
+                chunk_size=piece,
+                max_concurrency=self.options.parts_in_flight,
+            )
+
+        self._call("upload", rel, upload)
+
+    def publish(self, source: str, target: str) -> None:
+        # A copy, not a move: the part's object stays until the commit ends, so a rerun can copy again.
+        import obstore
+
+        try:
+            self._call(
+                "copy", source, lambda: obstore.copy(self._store, self._key(source), self._key(target))
+            )
+        except FileNotFoundError as exc:
+            why = f"{self.shown}/{source}: missing; delete that part's folder and run it again"
+            raise PackError(why) from exc
+
+    def settle(self) -> None:
+        """Nothing to settle: S3 reads its own writes."""
+
+    def fetch(self, rel: str) -> Path:
+        """``rel`` downloaded into this machine's scratch (for the commit's key audit and rejects)."""
+        local = self.scratch / "fetched" / rel
+        local.parent.mkdir(parents=True, exist_ok=True)
+        data = self.read(rel)
+        if data is None:
+            raise PackError(f"{self.shown}/{rel}: cannot download (not there)")
+        local.write_bytes(data)
+        return local
+
+    def delete(self, rel: str) -> None:
+        import obstore
+
+        with contextlib.suppress(FileNotFoundError):
+            self._call("delete", rel, lambda: obstore.delete(self._store, self._key(rel)))
+
+    def _under(self, rel: str) -> list[str]:
+        """Every object's key under ``rel/`` (all of OUTDIR for "")."""
+        import obstore
+
+        prefix = self._key(rel).rstrip("/") + "/" if rel or self.prefix else None
+
+        def listed() -> list[str]:
+            return [meta["path"] for batch in obstore.list(self._store, prefix) for meta in batch]
+
+        return self._call("list", rel, listed)
+
+    def names(self) -> list[str]:
+        import obstore
+
+        prefix = f"{self.prefix}/" if self.prefix else None
+        found = self._call("list", "", lambda: obstore.list_with_delimiter(self._store, prefix))
+        paths = [meta["path"] for meta in found["objects"]] + list(found["common_prefixes"])
+        return sorted(str(path).rstrip("/").rsplit("/", 1)[-1] for path in paths)
+
+    def remove(self, rel: str, *, first: str | None = None) -> None:
+        """A folder: ``first`` (the file whose presence says the folder is live) before the rest."""
+        import obstore
+
+        if first is not None:
+            self.delete(f"{rel}/{first}")
+        keys = self._under(rel)
+        if keys:
+            self._call("delete", rel, lambda: obstore.delete(self._store, keys))
