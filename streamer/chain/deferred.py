@@ -4,12 +4,13 @@ The buffer then holds sample ids, not bytes: filling it costs no memory and no p
 sample waits for one read instead of ``initial`` reads, a restore re-reads nothing, and the stream is the
 same, sample for sample. The price is one positioned read (pread) per sample instead of a front-to-back
 stream; so that the disk still reads in order, the pages of the ids entering the buffer are requested
-ahead (``posix_fadvise`` WILLNEED) and the random hand-out finds them in the page cache. Only plain
-local shards with an offsets sidecar defer; the others (HTTP, pipes, compressed, no sidecar) are read
-as they enter, as before. By default a shard whose samples average under ``SMALL_SAMPLE`` bytes is read
-as its samples enter too: for small samples the pread costs more than holding their bytes (measured in
-``benchmarks/results/defer-crossover-2026-12-04.md``), and a buffer of them holds at most ``buffer_size`` x
-``SMALL_SAMPLE`` bytes. ``defer_reads=True`` defers every shard that can; ``False`` none.
+ahead (``posix_fadvise`` WILLNEED) and the random hand-out finds them in the page cache. Plain local
+shards with an offsets sidecar defer; remote ones (s3://, HTTP) only where a dataset asks with
+``defer_reads=True``, read by spans of the samples the buffer wants (``coalesce.py``); the others
+(pipes, compressed, no sidecar) are read as they enter. By default a shard whose samples average under
+``SMALL_SAMPLE`` bytes is read as its samples enter too: for small samples the pread costs more than
+holding their bytes (``benchmarks/results/defer-crossover-2026-12-04.md``), and a buffer of them holds
+at most ``buffer_size`` x ``SMALL_SAMPLE`` bytes. ``defer_reads=True`` defers every shard that can.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from shardstream.format.window import ShardMapping
 from shardstream.io.localfiles import open_regular_fd
 from shardstream.io.urls import local_path, scheme_of
 
+from .coalesce import CoalescedReads, RemoteShard, coalescable
 from .node import Item, Node
 from .opener import ShardOpener, sample_in
 from .recovery import Recovery
@@ -59,14 +61,19 @@ class _OpenShard:
 
 class DeferredReads:
     """Single samples of plain local shards, each one pread (or one slice of the mapped shard, with
-    ``zero_copy``); keeps the last ``keep`` shards' descriptors and sidecars. ``small``: shards whose
-    samples average fewer bytes are not deferred (0: every shard that can be)."""
+    ``zero_copy``), and of remote ones by spans; keeps the last ``keep`` shards' descriptors and sidecars.
+    ``small``: shards whose samples average fewer bytes are not deferred (0: every shard that can be).
+    ``remote``: remote shards defer too, by ``CoalescedReads`` spans (its ``span`` and ``budget``),
+    told the ids entering the buffer by ``advise`` and a restored buffer's by ``want``."""
 
-    def __init__(self, opener: ShardOpener, *, keep: int = OPEN_SHARDS, small: int = SMALL_SAMPLE) -> None:
+    def __init__(
+        self, opener: ShardOpener, *, keep: int = OPEN_SHARDS, small: int = SMALL_SAMPLE, remote: bool = False
+    ) -> None:
         self.opener = opener
         self.keep = keep
         self.small = small
-        self._open: OrderedDict[int, _OpenShard | None] = OrderedDict()
+        self.coalesced = CoalescedReads(opener.options) if remote else None
+        self._open: OrderedDict[int, _OpenShard | RemoteShard | None] = OrderedDict()
         self._last_shard, self._last = -1, None  # the shard read last: most reads are of the same one
         self._scratch = CHUNKS.take()  # one reused buffer: no allocation, no page faults per sample
         self._cut: set[int] = set()  # shards found shorter than their sidecars say
@@ -78,7 +85,7 @@ class DeferredReads:
         entry = self._entry(shard)
         return entry.offsets if entry is not None else None
 
-    def _entry(self, shard: int) -> _OpenShard | None:
+    def _entry(self, shard: int) -> _OpenShard | RemoteShard | None:
         if shard in self._open:
             self._open.move_to_end(shard)
             entry = self._open[shard]
@@ -86,13 +93,14 @@ class DeferredReads:
             entry = self._opened(shard)
             self._open[shard] = entry
             if len(self._open) > self.keep:
-                self._open.popitem(last=False)
+                self._forget(self._open.popitem(last=False)[1])
         self._last_shard, self._last = shard, entry
         return entry
 
-    def _opened(self, shard: int) -> _OpenShard | None:
+    def _opened(self, shard: int) -> _OpenShard | RemoteShard | None:
         url = self.opener.shards.urls[shard]
-        if scheme_of(url) != "file":
+        local = scheme_of(url) == "file"
+        if not local and (self.coalesced is None or not coalescable(url, self.opener.options)):
             return None
         try:
             offsets = self.opener.offsets(shard)  # None for a compressed shard, which cannot seek
@@ -104,6 +112,9 @@ class DeferredReads:
             return None
         if offsets[-1] - offsets[0] < self.small * (len(offsets) - 1):  # small samples: read as they enter
             return None
+        if not local:
+            sizes = self.opener.shards.sizes
+            return RemoteShard(url, offsets, int(sizes[shard]) if sizes is not None else None)
         path = os.path.abspath(local_path(url))
         try:
             fd = open_regular_fd(path)
@@ -116,6 +127,9 @@ class DeferredReads:
         return the sample at which to ask again."""
         entry = self._entry(shard)
         if entry is None:
+            return end
+        if isinstance(entry, RemoteShard):  # the ids of the segment are all wanted: asked for once
+            self.coalesced.want(entry, first, end)  # type: ignore[union-attr]
             return end
         offsets = entry.offsets
         start = offsets[first]
@@ -138,7 +152,9 @@ class DeferredReads:
                 url=entry.url,
             )
         start, end = entry.offsets[index], entry.offsets[index + 1]
-        if end > entry.size:  # changed since its sidecar was written, or a hostile sidecar: read nothing
+        # Changed since its sidecar was written, or a hostile sidecar: read nothing (a remote shard's size
+        # is the index's, when there is one).
+        if entry.size is not None and end > entry.size:
             self._lost(shard)
             raise ShardReadError(
                 f"the offsets sidecar puts sample {index} at bytes {start}..{end}, past the shard's "
@@ -148,13 +164,13 @@ class DeferredReads:
                 offset=start,
             )
         # The next sample's header comes with this one's bytes (sample_in checks it starts another key).
-        if self.opener.zero_copy:
+        if self.opener.zero_copy and isinstance(entry, _OpenShard):
             if entry.mapping is None:
                 entry.mapping = ShardMapping.of(entry.fd, entry.path)
                 entry.view = memoryview(entry.mapping)
             buf, members, pos, stop, limit = entry.mapping, entry.view, start, end, entry.size
         else:
-            buf, limit = self._pread(entry, start, end - start + BLOCK)
+            buf, limit = self._span(entry, shard, index, start, end - start + BLOCK)
             members, pos, stop = buf, 0, (limit if limit < end - start else end - start)
             if stop < end - start:
                 self._lost(shard)
@@ -164,7 +180,7 @@ class DeferredReads:
                     url=entry.url,
                     offset=start + stop,
                 )
-        mapping = entry.mapping if buf is entry.mapping else None
+        mapping = entry.mapping if isinstance(entry, _OpenShard) and buf is entry.mapping else None
         try:
             sample = sample_in(
                 buf, members, pos, stop, url=entry.url, start=start, end=end, mapping=mapping, limit=limit
@@ -174,6 +190,15 @@ class DeferredReads:
             self._stale.add(shard)
             raise
         return self.opener.keep_fields(sample)
+
+    def _span(
+        self, entry: _OpenShard | RemoteShard, shard: int, index: int, start: int, size: int
+    ) -> tuple[Any, int]:
+        """Sample ``index``'s bytes and the next header: a pread, or a remote shard's coalesced read."""
+        if isinstance(entry, RemoteShard):
+            data = self.coalesced.take(self.opener.shards.urls[shard], entry, index)  # type: ignore[union-attr]
+            return data, len(data)
+        return self._pread(entry, start, size)
 
     def _pread(self, entry: _OpenShard, start: int, size: int) -> tuple[Any, int]:
         """The span's bytes and how many were read (fewer: the shard was cut short since it was indexed)."""
@@ -196,23 +221,45 @@ class DeferredReads:
         cut, self._cut_now = self._cut_now == shard, None
         return cut
 
+    def want(self, ids: Any) -> None:
+        """A restored buffer's ``(shard, index)`` ids will leave it: remote ones are read by spans too."""
+        if self.coalesced is None:
+            return
+        for shard, index in ids:
+            entry = self._entry(shard)
+            if isinstance(entry, RemoteShard) and 0 <= index < len(entry.state):
+                self.coalesced.want(entry, index, index + 1)
+
+    def _forget(self, entry: _OpenShard | RemoteShard | None) -> None:
+        if isinstance(entry, RemoteShard):
+            self.coalesced.release(entry)  # type: ignore[union-attr]
+
     def close(self) -> None:
         """Close every shard now rather than when this is collected (reading again reopens them)."""
+        for entry in self._open.values():
+            self._forget(entry)
         self._open.clear()
         self._last_shard, self._last = -1, None
 
 
 def deferred_reads(
-    opener: ShardOpener, defer: bool | None, first: int | None, *, keep: int = OPEN_SHARDS
+    opener: ShardOpener,
+    defer: bool | None,
+    first: int | None,
+    *,
+    keep: int = OPEN_SHARDS,
+    remote: bool = False,
 ) -> DeferredReads | None:
-    """What ``defer_reads`` asks for behind a shuffle buffer: None defers shards of samples of at least
-    ``SMALL_SAMPLE`` bytes on average, True every shard that can be, False none (the result is None).
+    """What ``defer_reads`` asks for behind a shuffle buffer: None defers local shards of samples of at
+    least ``SMALL_SAMPLE`` bytes on average, True every shard that can be, False none (the result is None).
+    ``remote``: with True, remote shards too, by coalesced spans (a chain whose reader ``advise``s them).
 
     By the size rule, a reader whose ``first`` shard is not deferred (small samples, a remote or compressed
     shard) defers none: its chain then has no fetch stage, which cost a mixture of small samples 4-8%."""
     if defer is False:
         return None
-    reads = DeferredReads(opener, keep=keep, small=SMALL_SAMPLE if defer is None else 0)
+    small = SMALL_SAMPLE if defer is None else 0
+    reads = DeferredReads(opener, keep=keep, small=small, remote=remote and defer is True)
     if defer is None and (first is None or reads.offsets(first) is None):
         reads.close()
         return None
@@ -238,7 +285,10 @@ class Fetch(Node):
         return self.reads.read(shard, index) if sample is DEFERRED else sample
 
     def _generate(self, state: dict[str, Any] | None) -> Iterator[Item]:
+        self.reads.close()  # a pass abandoned midway leaves wanted ids and held bytes: none carry over
         self.source.reset(state)  # type: ignore[union-attr]
+        if state and isinstance(self.reads, DeferredReads):  # a restored buffer's ids leave it too
+            self.reads.want(state.get("buffer", ()))
         read, recovery = self.reads.read, self.recovery
         for item in self.source:  # type: ignore[union-attr]
             if item[2] is not DEFERRED:

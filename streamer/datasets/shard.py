@@ -85,7 +85,9 @@ class ShardDataset(ShardResume, StreamBase):
     per worker; None: 2 for remote shards, 0 for local ones), ``prefetch_bytes`` (bytes fetched ahead of
     each), ``zero_copy`` (members as read-only memoryviews into mapped local shards; needs ``decode=False``),
     ``defer_reads`` (behind a shuffle buffer, hold ids and read a local shard's sample as it leaves; None:
-    for shards whose samples average at least 16 KiB, where that is faster; True: always; False: never).
+    for shards whose samples average at least 16 KiB, where that is faster; True: always, and remote
+    shards too (s3://, HTTP), each read with its buffered neighbours in one ranged GET of at most 8 MiB,
+    at most 32 MiB held: ``chain/coalesce.py``; False: never).
 
     Token budgets (``streamer/budget/``; the index needs a cost column: ``pack --cost FIELD``):
     ``batch_tokens`` (None: samples one by one; N: each item is a list of samples whose costs fit N, each
@@ -216,7 +218,8 @@ class ShardDataset(ShardResume, StreamBase):
         shuffled = self.placement.shuffle and reading.buffer_size > 1
         deferred = None
         if shuffled and reads:
-            deferred = deferred_reads(opener, reading.defer_reads, _first_shard(segments))
+            first = _first_shard(segments)
+            deferred = deferred_reads(opener, reading.defer_reads, first, remote=True)  # its reader advises
         node: Node = SampleReader(opener, segments, recovery, deferred=deferred)
         if shuffled:
             seed = buffer_seed(self.placement.seed, epoch, *place)

@@ -1,0 +1,135 @@
+"""Deferred reads of s3:// shards (streamer/chain/coalesce.py) on the shaped S3 server: the buffer holds ids,
+and a sample leaving it is read in one ranged GET with its buffered and coming neighbours. The stream equals
+the front-to-back one sample for sample; requests are counted at the server; faults follow the policy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from shardstream.errors import ShardReadError
+from shardstream.io.objstoreoptions import ObjectStoreOptions
+from streamer import ShardDataset
+from tests.conftest import write_dataset
+from tests.servers.shaped_s3 import ShapedS3Server
+
+pytest_plugins = ["tests.servers.shaped_fixtures"]
+pytest.importorskip("obstore", reason="native s3:// needs obstore: pip install obstore")
+
+INDEX = "shardstream-index.json"
+COUNTS = [900, 1100, 700]  # 2,700 samples of 0.5-4 KB in 3 shards
+FAST = ObjectStoreOptions(retries=3, backoff=0.01, max_backoff=0.05)
+
+
+@pytest.fixture
+def served(shaped_s3: ShapedS3Server, tmp_path: Path, monkeypatch) -> Iterator[tuple[ShapedS3Server, str]]:
+    write_dataset(shaped_s3.root / "d", COUNTS, payload=200)
+    for name, value in shaped_s3.environment().items():
+        monkeypatch.setenv(name, value)
+    _forget_s3fs_clients()  # the index is read through s3fs when installed: its clients keep their endpoint
+    yield shaped_s3, f"s3://{shaped_s3.bucket}/d/{INDEX}"
+    _forget_s3fs_clients()
+
+
+def _forget_s3fs_clients() -> None:
+    try:
+        import s3fs
+    except ImportError:
+        return
+    s3fs.S3FileSystem.clear_instance_cache()
+
+
+def _samples(source, **kwargs) -> list[tuple[str, dict[str, bytes]]]:
+    options = {"decode": False, "seed": 7, "object_store": FAST, **kwargs}
+    return [
+        (s["__key__"], {k: bytes(v) for k, v in s.items() if not k.startswith("__")})
+        for s in ShardDataset(source, **options)
+    ]
+
+
+def _shard_gets(srv: ShapedS3Server) -> int:
+    return sum(1 for r in srv.requests if r.path.endswith(".tar") and r.method == "GET")
+
+
+def test_deferred_s3_stream_equals_the_local_one_with_few_requests_per_sample(served):
+    srv, url = served
+    local = _samples(str(srv.root / "d" / INDEX), defer_reads=False)
+    srv.reset_log()
+    deferred = _samples(url, defer_reads=True)
+    gets = _shard_gets(srv)
+    assert deferred == local  # same order, same bytes
+    assert len({key for key, _ in deferred}) == len(deferred) == sum(COUNTS)
+    assert gets / len(deferred) < 0.1, f"{gets} shard GETs for {len(deferred)} samples"
+    # Deferred, not read front to back: every shard GET is a span of samples, none a whole shard's part
+    # asked for before any sample left the buffer.
+    spans = [r for r in srv.requests if r.path.endswith(".tar") and r.method == "GET"]
+    assert spans and all(r.kind == "range" for r in spans)
+    assert not any(r.path.endswith(".tar") and r.method == "HEAD" for r in srv.requests)  # no ObjectStream
+
+
+def test_deferred_s3_matches_front_to_back_with_a_small_buffer_and_ranks(served):
+    _, url = served
+    for options in ({"buffer_size": 37, "initial": 5}, {"rank": 1, "world_size": 2}, {"fields": ["txt"]}):
+        assert _samples(url, defer_reads=True, **options) == _samples(url, defer_reads=False, **options)
+
+
+def test_a_resume_from_s3_reads_the_restored_buffer_coalesced(served):
+    """Resuming mid-epoch: the 1,000 buffered ids are read as they leave, a few spans, not a GET each."""
+    srv, url = served
+    whole = [key for key, _ in _samples(url, defer_reads=True)]
+    first = ShardDataset(url, decode=False, seed=7, object_store=FAST, defer_reads=True)
+    stream = iter(first)
+    head = [next(stream)["__key__"] for _ in range(1500)]
+    state = first.state_dict()
+    srv.reset_log()
+    second = ShardDataset(url, decode=False, seed=7, object_store=FAST, defer_reads=True)
+    second.load_state_dict(state)
+    tail = [s["__key__"] for s in second]
+    assert head + tail == whole
+    gets = _shard_gets(srv)
+    assert gets / len(tail) < 0.1, f"{gets} shard GETs for the {len(tail)} samples after the restore"
+
+
+def test_a_503_storm_during_a_coalesced_read_is_retried(served):
+    srv, url = served
+    ds = ShardDataset(url, decode=False, seed=7, object_store=FAST, defer_reads=True)
+    stream = iter(ds)
+    got = [next(stream)["__key__"] for _ in range(100)]
+    srv.storm(3)  # within the 3 retries: the next span's GET answers on its 4th attempt
+    got += [s["__key__"] for s in stream]
+    assert got == [key for key, _ in _samples(url, defer_reads=True)]
+    assert [r.status for r in srv.requests].count(503) == 3
+    assert ds.errors.get("samples_skipped", 0) == 0
+
+
+def test_a_dropped_connection_during_a_coalesced_read_is_retried(served):
+    srv, url = served
+    srv.drop_after("d/train-000001.tar", 1000)  # the first span of that shard breaks after 1000 bytes
+    assert _samples(url, defer_reads=True) == _samples(url, defer_reads=False)
+    drops = [r for r in srv.requests if r.fault == "drop"]
+    assert len(drops) == 1 and drops[0].kind == "range"
+
+
+def test_a_failed_coalesced_read_is_reported_with_url_and_offset_or_skipped(served):
+    srv, url = served
+    options = {"decode": False, "seed": 7, "object_store": FAST, "defer_reads": True}
+    stream = iter(ShardDataset(url, **options))
+    next(stream)  # the first span is read, samples are held
+    srv.storm(1000)  # every attempt of the next span fails: the policy's to decide
+    with pytest.raises(ShardReadError, match="gave up after 3 retries") as caught:
+        for _ in stream:
+            pass
+    assert caught.value.url.startswith(f"s3://{srv.bucket}/d/train-") and caught.value.offset is not None
+    srv.storm(0)
+
+    skipping = ShardDataset(url, on_error="skip", keep_length=False, **options)
+    stream = iter(skipping)
+    kept = [next(stream)["__key__"] for _ in range(1)]
+    srv.storm(4)  # exactly one failed span (4 attempts): the sample that asked for it is lost, no other
+    kept += [s["__key__"] for s in stream]
+    assert skipping.errors.get("samples_skipped", 0) == 1
+    whole = [key for key, _ in _samples(url, defer_reads=True)]
+    assert len(kept) == len(whole) - 1 and [k for k in whole if k in set(kept)] == kept
