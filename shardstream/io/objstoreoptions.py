@@ -32,9 +32,15 @@ class ObjectStoreOptions:
     """How s3:// objects are read natively. Credentials are never here: the environment's chain gives them.
 
     Fields: ``part_size`` (bytes per ranged GET of a shard read whole, default 8 MiB; text such as "16MiB"
-    works), ``parts_in_flight`` (ranged GETs of one shard in flight at once, default 8; the bytes one open
-    shard holds are at most ``(parts_in_flight + 1) x part_size``, 72 MiB by default: the parts in flight
-    and the one being handed out), ``retries`` (failed attempts of one request retried: 429, 5xx/SlowDown,
+    works), ``parts_in_flight`` (ranged GETs of one shard in flight at once, default 8),
+    ``bytes_in_flight`` (the per-process budget, so per DataLoader worker, of shard bytes asked for and not
+    yet handed to the tar reader, summed over every open shard, the ones read ahead included; default
+    128 MiB, at least ``part_size``; text works; one ``part_size`` of it is kept for a shard whose reader
+    waits with nothing in flight, so read-ahead never starves the shard being read. Memory: at most the
+    budget plus the one part each open shard is handing out), ``hedge_after`` (seconds: a ranged GET whose
+    answer has not begun by then is sent again, identical, and the first answer wins, the other dropped
+    unread; default 0.5, None: never; each hedge is counted in ``ObjectStream.hedges``),
+    ``retries`` (failed attempts of one request retried: 429, 5xx/SlowDown,
     connection errors, a short body; one more raises a ShardReadError naming the URL and byte; 0: none),
     ``backoff`` and ``max_backoff`` (seconds: the first wait, doubled each retry with jitter, and its cap),
     ``connect_timeout`` (seconds to connect), ``request_timeout`` (seconds one request may take, its body
@@ -45,6 +51,8 @@ class ObjectStoreOptions:
 
     part_size: int = 8 << 20
     parts_in_flight: int = 8
+    bytes_in_flight: int = 128 << 20
+    hedge_after: float | None = 0.5
     retries: int = 5
     backoff: float = 0.2
     max_backoff: float = 10.0
@@ -55,9 +63,16 @@ class ObjectStoreOptions:
         object.__setattr__(self, "part_size", parse_size(self.part_size, name="part_size"))
         if self.part_size < 1:
             raise ValueError(f"part_size must be >= 1 byte, not {self.part_size}")
-        for name in ("parts_in_flight",):
-            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
-                raise ValueError(f"{name} must be an integer >= 1, not {getattr(self, name)!r}")
+        if not isinstance(self.parts_in_flight, int) or self.parts_in_flight < 1:
+            raise ValueError(f"parts_in_flight must be an integer >= 1, not {self.parts_in_flight!r}")
+        object.__setattr__(self, "bytes_in_flight", parse_size(self.bytes_in_flight, name="bytes_in_flight"))
+        if self.bytes_in_flight < self.part_size:
+            raise ValueError(
+                f"bytes_in_flight must hold at least one part (part_size={self.part_size}), "
+                f"not {self.bytes_in_flight}"
+            )
+        if self.hedge_after is not None and not self.hedge_after > 0:
+            raise ValueError(f"hedge_after must be > 0 seconds or None (never), not {self.hedge_after!r}")
         if self.retries < 0:
             raise ValueError(f"retries must be >= 0, not {self.retries}")
         for name in ("backoff", "max_backoff"):

@@ -13,9 +13,12 @@ once) and where a test needs a fault at an exact byte::
         srv.storm(3)                          # the next 3 requests (any) answer 503 SlowDown
         srv.forbid("a/b.tar"); srv.forbid()   # 403 AccessDenied for that key / for everything; allow() undoes
         srv.replace_mid_read("a/b.tar", new_bytes, after=4096)  # see below
+        srv.stall("a/b.tar", 5.0)             # the next GET of that key waits 5 s more for its first byte
+        srv.shift_range("a/b.tar", 4096)      # the next range GET answers the span 4096 bytes further on
         srv.kind_counts()                     # Counter of HEAD / GET / range / list
         srv.path_counts()                     # Counter of "/bucket/key"
         srv.requests; srv.reset_log()         # the log as ShapedRequest (method, path, range, status, ...)
+        srv.max_concurrent(kind="range")      # the most such requests open at once (from began/ended)
 
 obstore: ``S3Store(srv.bucket, endpoint=srv.endpoint_url, **srv.obstore_config())``.
 
@@ -35,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -130,6 +134,16 @@ class ShapedS3Server(LocalServer):
         with self.state.lock:
             self.state.replaces[key] = (after, bytes(data))
 
+    def stall(self, key: str, seconds: float, *, count: int = 1) -> None:
+        """The next ``count`` GETs of ``key`` wait ``seconds`` more (beyond ``ttfb``) for their first byte."""
+        with self.state.lock:
+            self.state.stalls.setdefault(key, []).extend([float(seconds)] * count)
+
+    def shift_range(self, key: str, by: int) -> None:
+        """The next range GET of ``key`` answers ``by`` bytes further on (its Content-Range saying so)."""
+        with self.state.lock:
+            self.state.shifts[key] = by
+
     # ------------------------------------------------------------------------------------------ log
 
     def _logged(self) -> list[ShapedRequest]:
@@ -145,6 +159,19 @@ class ShapedS3Server(LocalServer):
 
     def path_counts(self) -> Counter[str]:
         return Counter(r.path for r in self._logged())
+
+    def max_concurrent(self, *, kind: str = "range", path_suffix: str = "") -> int:
+        """The most ``kind`` requests (paths ending ``path_suffix``) open at once, from arrival to answer."""
+        now = time.monotonic()
+        events = []
+        for r in self._logged():
+            if r.kind == kind and r.path.endswith(path_suffix):
+                events += [(r.began, 1), (r.ended if r.ended is not None else now, -1)]
+        most = current = 0
+        for _, step in sorted(events, key=lambda e: (e[0], e[1])):  # an end before a start at one instant
+            current += step
+            most = max(most, current)
+        return most
 
     def reset_log(self) -> None:
         with self.state.lock:

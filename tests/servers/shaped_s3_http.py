@@ -31,6 +31,8 @@ class ShapedRequest(Request):
     method for anything else."""
 
     kind: str = ""
+    began: float = 0.0  # time.monotonic() when the request arrived
+    ended: float | None = None  # ... and when its answer was done (sent, dropped or abandoned)
 
 
 @dataclass
@@ -46,6 +48,8 @@ class S3State:
     forbidden: set[str | None] = field(default_factory=set)  # None: every request
     drops: dict[str, int] = field(default_factory=dict)
     replaces: dict[str, tuple[int, bytes]] = field(default_factory=dict)
+    stalls: dict[str, list[float]] = field(default_factory=dict)  # key: extra seconds before the next GETs
+    shifts: dict[str, int] = field(default_factory=dict)  # key: bytes the next range answer is moved by
     log: list[ShapedRequest] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -139,11 +143,18 @@ class Exchange:
         self.kind = method if method not in ("GET", "HEAD") else "HEAD" if method == "HEAD" else "list"
         if method == "GET" and self.key:
             self.kind = "range" if self.range else "GET"
-        self.entry = ShapedRequest(method, self.path, self.range, 0, headers=headers, kind=self.kind)
+        self.entry = ShapedRequest(
+            method, self.path, self.range, 0, headers=headers, kind=self.kind, began=time.monotonic()
+        )
 
     async def head(self, status: int, fields: dict[str, str], length: int) -> None:
-        if self.state.ttfb > 0:
-            await asyncio.sleep(self.state.ttfb)
+        with self.state.lock:
+            waits = self.state.stalls.get(self.key) if self.method == "GET" and status < 300 else None
+            stall = waits.pop(0) if waits else 0.0
+        if stall:
+            self.entry.fault = "stall"
+        if self.state.ttfb + stall > 0:
+            await asyncio.sleep(self.state.ttfb + stall)
         self.entry.status = status
         lines = [f"HTTP/1.1 {status} {STATUS_TEXT.get(status, 'Status')}", f"Content-Length: {length}"]
         lines += [f"{k}: {v}" for k, v in fields.items()]
@@ -200,6 +211,11 @@ class Exchange:
                 await self.error(416, "InvalidRange", "The requested range is not satisfiable")
                 return True
             start, end = got if isinstance(got, tuple) else (0, st.st_size)
+            with self.state.lock:
+                shift = self.state.shifts.pop(self.key, 0) if isinstance(got, tuple) else 0
+            if shift:  # a wrong answer: the bytes (and Content-Range) of another span of the same length
+                self.entry.fault = "shift"
+                start, end = max(0, start + shift), min(st.st_size, end + shift)
             fields = {
                 "ETag": etag,
                 "Last-Modified": email.utils.formatdate(st.st_mtime, usegmt=True),
@@ -277,7 +293,10 @@ async def handle_connection(
             exchange = Exchange(state, writer, *head)
             with state.lock:  # logged on arrival, filled in as it is answered: a test never misses one
                 state.log.append(exchange.entry)
-            keep = await exchange.respond()
+            try:
+                keep = await exchange.respond()
+            finally:
+                exchange.entry.ended = time.monotonic()
             if not keep or head[2].get("connection", "").lower() == "close":
                 break
     except (ConnectionError, asyncio.IncompleteReadError, ValueError):

@@ -1,0 +1,168 @@
+"""s3:// bytes in flight on the shaped S3 server: one budget across the shards a worker has open, the next
+shards' first parts asked for while the current one is read, a late part hedged, a wrong span refused.
+Measured at the server (its request log: arrival and answer times, ranges, faults); nothing is mocked.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from packer import PackOptions, pack
+from shardstream.errors import ShardReadError
+from shardstream.io.objstore import ObjectStream
+from shardstream.io.objstoreoptions import ObjectStoreOptions
+from shardstream.io.openers import OpenOptions, read_range
+from shardstream_cli.demo.synth import make_corpus
+from streamer import ShardDataset
+from tests.servers.shaped_s3 import ShapedS3Server
+
+pytest_plugins = ["tests.servers.shaped_fixtures"]
+pytest.importorskip("obstore", reason="native s3:// needs obstore: pip install obstore")
+
+INDEX = "shardstream-index.json"
+PART = 2048
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> Path:
+    return make_corpus(tmp_path_factory.mktemp("flight") / "corpus", 16, video=False).files_dir
+
+
+@pytest.fixture
+def served(shaped_s3: ShapedS3Server, corpus: Path, monkeypatch) -> Iterator[tuple[ShapedS3Server, str]]:
+    """8 shards of 2 samples (10-31 KiB: 5-16 parts of 2 KiB) in the server's folder, the process pointed
+    at it."""
+    pack(corpus, shaped_s3.root / "packed", PackOptions(max_count=2))
+    for name, value in shaped_s3.environment().items():
+        monkeypatch.setenv(name, value)
+    _forget_s3fs_clients()  # the index is read through s3fs when installed: its clients keep their endpoint
+    yield shaped_s3, f"s3://{shaped_s3.bucket}/packed"
+    _forget_s3fs_clients()
+
+
+def _forget_s3fs_clients() -> None:
+    try:
+        import s3fs
+    except ImportError:
+        return
+    s3fs.S3FileSystem.clear_instance_cache()
+
+
+def _by_key(samples) -> dict[str, dict]:
+    return {s["__key__"]: {k: v for k, v in s.items() if not k.startswith("__")} for s in samples}
+
+
+def _on_disk(srv: ShapedS3Server) -> dict[str, dict]:
+    return _by_key(ShardDataset(str(srv.root / "packed" / INDEX), decode=False, shuffle=False))
+
+
+def _shard_ranges(srv: ShapedS3Server) -> list:
+    return [r for r in srv.requests if r.kind == "range" and r.path.endswith(".tar")]
+
+
+def _read_all(stream) -> bytes:
+    got = b""
+    while chunk := stream.read(1 << 20):
+        got += chunk
+    return got
+
+
+def test_bytes_in_flight_stay_within_one_budget_across_the_shards_read_ahead(served):
+    """Two shards read ahead of the current one, 8 parts each allowed, 4 parts of budget: never more than 4
+    ranged GETs open at the server, and never more than 4 parts held in this process."""
+    from shardstream.io.flight import budget_for  # here, not above: a run on older code fails only here
+
+    srv, url = served
+    srv.ttfb, srv.rate = 0.01, 200e3  # each part's GET stays open ~20 ms: the overlap shows
+    budget = 4 * PART
+    options = ObjectStoreOptions(part_size=PART, parts_in_flight=8, bytes_in_flight=budget, hedge_after=None)
+    srv.reset_log()
+    ds = ShardDataset(f"{url}/{INDEX}", decode=False, shuffle=False, prefetch=2, object_store=options)
+    assert _by_key(ds) == _on_disk(srv)
+    most = srv.max_concurrent(kind="range", path_suffix=".tar")
+    assert most <= budget // PART, f"{most} parts of {PART} bytes in flight at once, budget {budget}"
+    assert most >= 2  # parts did go out in parallel
+    held = budget_for(budget, PART)
+    assert held.peak <= budget
+    deadline = time.monotonic() + 5
+    while held.used and time.monotonic() < deadline:  # a part running at close gives its room back after
+        time.sleep(0.01)
+    assert held.used == 0
+
+
+def test_the_next_shards_first_part_is_asked_for_while_the_current_one_is_read(served):
+    """A budget either of the first two shards could fill alone (4 parts; each has 10 or more): the shard
+    read and the one read ahead (opened at once, in either order) both have parts out before the other's
+    last is asked for. (Later shards are read ahead whole while the one before is read: small shards.)"""
+    srv, url = served
+    srv.ttfb, srv.rate = 0.01, 200e3
+    part = 1024
+    options = ObjectStoreOptions(
+        part_size=part, parts_in_flight=4, bytes_in_flight=4 * part, hedge_after=None
+    )
+    srv.reset_log()
+    ds = ShardDataset(f"{url}/{INDEX}", decode=False, shuffle=False, prefetch=1, object_store=options)
+    assert _by_key(ds) == _on_disk(srv)
+    ranges = _shard_ranges(srv)
+    shards = sorted({r.path for r in ranges})
+    assert len(shards) == 8
+
+    def first(path: str) -> float:
+        return min(r.began for r in ranges if r.path == path)
+
+    def last_asked(path: str) -> float:
+        return max(r.began for r in ranges if r.path == path)
+
+    assert first(shards[1]) < last_asked(shards[0]), "the shard read ahead waited for the current one"
+    assert first(shards[0]) < last_asked(shards[1]), "the current shard waited for the one read ahead"
+
+
+def test_a_stalled_part_is_hedged_and_the_shard_reads_in_much_less_than_the_stall(served):
+    srv, url = served
+    key = "packed/train-000007.tar"
+    data = (srv.root / key).read_bytes()
+    options = ObjectStoreOptions(part_size=4096)  # several parts; hedging as by default
+    srv.stall(key, 5.0)  # the first GET of the shard waits 5 s for its first byte
+    started = time.monotonic()
+    with ObjectStream(f"{url}/train-000007.tar", 0, options) as stream:
+        got = _read_all(stream)
+    seconds = time.monotonic() - started
+    assert seconds < 2.0, f"{seconds:.1f} s: the stalled part was waited out, not hedged"
+    assert got == data
+    assert stream.hedges == 1
+    gets = [r for r in srv.requests if r.path.endswith(key) and r.kind == "range"]
+    stalled = next(r.range for r in gets if r.fault == "stall")
+    assert [r.range for r in gets].count(stalled) == 2  # the hedge: the same range again, once
+    # A single ranged read (a deferred sample) is hedged too.
+    srv.stall(key, 5.0)
+    started = time.monotonic()
+    assert (
+        read_range(f"{url}/train-000007.tar", 100, 3000, OpenOptions(object_store=options)) == data[100:3000]
+    )
+    assert time.monotonic() - started < 2.0
+
+
+def test_an_answer_for_another_span_is_an_error_naming_url_and_offset_never_spliced(served):
+    srv, url = served
+    key = "packed/train-000006.tar"
+    shard = f"{url}/train-000006.tar"
+    opening = OpenOptions(object_store=ObjectStoreOptions(part_size=4096, backoff=0.01, max_backoff=0.05))
+    srv.shift_range(key, 512)  # the next range answer: the span 512 bytes further on, said so
+    started = time.monotonic()
+    with pytest.raises(ShardReadError, match="another span than the range asked for") as caught:
+        read_range(shard, 100, 1100, opening)
+    assert time.monotonic() - started < 1.0
+    assert caught.value.offset == 100 and shard in str(caught.value)
+    assert len([r for r in srv.requests if r.path.endswith(key) and r.kind == "range"]) == 1  # not retried
+    # A shard read whole: the part that came back wrong fails the read at its offset.
+    srv.shift_range(key, 512)
+    with (
+        pytest.raises(ShardReadError, match="another span") as caught,
+        ObjectStream(shard, 0, opening.object_store) as stream,
+    ):
+        _read_all(stream)
+    assert caught.value.offset is not None and caught.value.offset % 4096 == 0
