@@ -9,6 +9,8 @@
 - ``reader.py``: a worker's mixture stream, each pick served from its source's window.
 - ``windows.py``: one source's windows (ids of large samples, else bytes; small sources held).
 - ``fetch.py``: windows of ids read as they leave, each by its own source.
+- ``chain.py``: a worker's chain of nodes, reader to batches, built for its place.
+- ``budget.py``, ``shape.py``: token budgets over sources; the plan's shape and identity.
 - ``resume.py``: the same mixture continued, or a changed one carried on at an epoch boundary.
 - ``elastic.py``, ``restore.py``: each source's unread part dealt again to any ranks x workers.
 - ``_interleave.c``: the interleave's loop in C (optional; Python gives the same picks).

@@ -19,20 +19,14 @@ from shardstream.io.httpoptions import HttpOptions, bind
 from shardstream.io.objstoreoptions import ObjectStoreOptions
 from shardstream.io.openers import OpenOptions
 
-from ..budget.node import BudgetBatches
 from ..budget.setup import budget_options_of
-from ..chain.deferred import Fetch
-from ..chain.mapper import Mapper
 from ..chain.node import Node, saved_state_of
-from ..chain.recovery import Recovery
-from ..chain.standins import StandIns
 from ..datasets.base import StreamBase
 from ..datasets.options import Errors, Placement, Reading, default_prefetch
 from ..datasets.saved import check_chain_state
 from .budget import MixtureBudget, budget_deal, check_budgeted, mixture_steps, token_shares
+from .chain import build_chain
 from .config import load_mixture
-from .elastic import PlanStream
-from .fetch import SourceReads
 from .passes import PassStream
 from .plan import MixturePlan
 from .reader import MixtureReader
@@ -41,15 +35,12 @@ from .resume import FINISHED, Place, Restored, restore_point, resume_point
 from .shape import MixtureShape
 from .source import (
     MixSource,
-    SampleOffsets,
-    SourceDecoders,
     all_shards,
+    check_options,
     counted_shards,
     read_sources,
     source_decoder,
-    source_opener,
 )
-from .windows import worker_windows
 
 
 class Mixture(StreamBase):
@@ -306,57 +297,5 @@ class Mixture(StreamBase):
         return self._build(place, epoch, self._restored, reads=True)
 
     def _build(self, place: Place, epoch: int, restored: Restored | None, *, reads: bool) -> Node:
-        """reader (each source's windows) -> fetch (ids read as they leave) -> decode -> stand-ins, without
-        the nodes these options do not need. ``restored``: an elastic restore's deal; ``reads`` False: no
-        fetch stage (its state is its source's) and no sidecar opened, for checking a saved state."""
-        plan = self.plan(place[1], place[3])
-        slot = None
-        if self.budget is not None:
-            restored, slot = budget_deal(self, place, epoch)
-        # An elastic restore deals each source spans of its pass stream: their budgets, not the plan's.
-        budgets = restored[0] if restored is not None else plan.budgets(place[2])
-        openers = [source_opener(self.shards, self.reading, s) for s in self.sources]
-        bases = self.bases
-        recovery = Recovery(
-            self.error_handling, counters=self._shared, counted=True, locate=SampleOffsets(openers, bases)
-        )
-        runs = [
-            self._run(j, start, plan, place, restored) for j, start in enumerate(self.starts(epoch, plan))
-        ]
-        sizes = [self.window(budget, sum(budgets)) for budget in budgets]
-        defer = self.reading.defer_reads if reads else False
-        windows = worker_windows(self.names, openers, runs, sizes, recovery, defer)
-        reader = MixtureReader(windows, budgets, bases, max_open=self.max_open, stratify=self.stratify)
-        node: Node = reader
-        if any(w.deferred is not None for w in windows):
-            node = Fetch(node, SourceReads(windows, bases, reader.touch), recovery)
-        if any(decode is not None for decode in self.decoders):  # one sample at a time, as they leave
-            node = Mapper(node, SourceDecoders(self.names, self.decoders), recovery)
-        if slot is not None:  # batches, exactly the target's: the count holds without stand-ins
-            b = self.budget
-            return BudgetBatches(node, slot, b.options, b.costs, self._shared)  # type: ignore[union-attr,arg-type]
-        if recovery.owes:
-            node = StandIns(node, recovery)
-        return node
-
-    def _run(
-        self, j: int, start: int, plan: MixturePlan, place: Place, restored: Restored | None
-    ) -> tuple[PassStream | PlanStream, int, int]:
-        """Source ``j``'s stream for this worker and its run of it: the plan's range of the pass stream
-        from ``start``, or an elastic restore's spans."""
-        stream: PassStream | PlanStream = self.pass_stream(j)
-        if restored is not None:
-            stream = PlanStream(stream, restored[1][j].spans)
-            return stream, 0, stream.size
-        begin, end = plan.worker_range(j, place[0], place[2])
-        return stream, start + begin, start + end
-
-
-def check_options(sources: Any, *, max_open: int, stratify: int | None) -> None:
-    """ValueError naming the argument, for the options only a Mixture has."""
-    if isinstance(sources, (str, os.PathLike, Mapping)) or not sources:
-        raise ValueError("sources must be a non-empty list of sources (path plus weight, repeat or samples)")
-    if max_open < 1:
-        raise ValueError(f"max_open must be >= 1, not {max_open}")
-    if stratify is not None and (isinstance(stratify, bool) or not isinstance(stratify, int) or stratify < 1):
-        raise ValueError(f"stratify must be the DataLoader's batch size (an int >= 1), not {stratify!r}")
+        """The worker's chain (``chain.py``); ``reads`` False: none of it reads, for checking a state."""
+        return build_chain(self, place, epoch, restored, reads=reads, counters=self._shared)

@@ -227,3 +227,13 @@ class _OffsetsUrls(Sequence[str]):
 
     def __getitem__(self, i: int) -> str:  # type: ignore[override]
         return self.shards.offsets_url(i)
+
+
+def check_options(sources: Any, *, max_open: int, stratify: int | None) -> None:
+    """ValueError naming the argument, for the sources list and the options only a Mixture has."""
+    if isinstance(sources, (str, os.PathLike, Mapping)) or not sources:
+        raise ValueError("sources must be a non-empty list of sources (path plus weight, repeat or samples)")
+    if max_open < 1:
+        raise ValueError(f"max_open must be >= 1, not {max_open}")
+    if stratify is not None and (isinstance(stratify, bool) or not isinstance(stratify, int) or stratify < 1):
+        raise ValueError(f"stratify must be the DataLoader's batch size (an int >= 1), not {stratify!r}")

@@ -1,0 +1,74 @@
+"""A mixture worker's chain: reader -> fetch -> decode -> stand-ins (or budgeted batches), built per place.
+
+Trade-off: the chain takes only the nodes these options need (no fetch stage without deferred reads, no
+decoder without one), so a saved state's keys depend on the options: ``check_chain_state`` checks a state
+against the chain that the same options build.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..budget.node import BudgetBatches
+from ..chain.deferred import Fetch
+from ..chain.mapper import Mapper
+from ..chain.node import Node
+from ..chain.recovery import Recovery
+from ..chain.standins import StandIns
+from .budget import budget_deal
+from .elastic import PlanStream
+from .fetch import SourceReads
+from .passes import PassStream
+from .plan import MixturePlan
+from .reader import MixtureReader
+from .resume import Place, Restored
+from .source import SampleOffsets, SourceDecoders, source_opener
+from .windows import worker_windows
+
+
+def build_chain(
+    mix: Any, place: Place, epoch: int, restored: Restored | None, *, reads: bool, counters: Any
+) -> Node:
+    """``mix``'s chain at ``place`` in ``epoch``. ``restored``: an elastic restore's deal; ``reads``
+    False: no fetch stage (its state is its source's) and no sidecar opened, for checking a saved state;
+    ``counters``: the mixture's shared error counters."""
+    plan = mix.plan(place[1], place[3])
+    slot = None
+    if mix.budget is not None:
+        restored, slot = budget_deal(mix, place, epoch)
+    # An elastic restore deals each source spans of its pass stream: their budgets, not the plan's.
+    budgets = restored[0] if restored is not None else plan.budgets(place[2])
+    openers = [source_opener(mix.shards, mix.reading, s) for s in mix.sources]
+    recovery = Recovery(
+        mix.error_handling, counters=counters, counted=True, locate=SampleOffsets(openers, mix.bases)
+    )
+    runs = [
+        source_run(mix, j, start, plan, place, restored) for j, start in enumerate(mix.starts(epoch, plan))
+    ]
+    sizes = [mix.window(budget, sum(budgets)) for budget in budgets]
+    defer = mix.reading.defer_reads if reads else False
+    windows = worker_windows(mix.names, openers, runs, sizes, recovery, defer)
+    reader = MixtureReader(windows, budgets, mix.bases, max_open=mix.max_open, stratify=mix.stratify)
+    node: Node = reader
+    if any(w.deferred is not None for w in windows):
+        node = Fetch(node, SourceReads(windows, mix.bases, reader.touch), recovery)
+    if any(decode is not None for decode in mix.decoders):  # one sample at a time, as they leave
+        node = Mapper(node, SourceDecoders(mix.names, mix.decoders), recovery)
+    if slot is not None:  # batches, exactly the target's: the count holds without stand-ins
+        return BudgetBatches(node, slot, mix.budget.options, mix.budget.costs, counters)
+    if recovery.owes:
+        node = StandIns(node, recovery)
+    return node
+
+
+def source_run(
+    mix: Any, j: int, start: int, plan: MixturePlan, place: Place, restored: Restored | None
+) -> tuple[PassStream | PlanStream, int, int]:
+    """Source ``j``'s stream for this worker and its run of it: the plan's range of the pass stream from
+    ``start``, or an elastic restore's spans."""
+    stream: PassStream | PlanStream = mix.pass_stream(j)
+    if restored is not None:
+        stream = PlanStream(stream, restored[1][j].spans)
+        return stream, 0, stream.size
+    begin, end = plan.worker_range(j, place[0], place[2])
+    return stream, start + begin, start + end
