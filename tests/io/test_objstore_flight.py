@@ -5,6 +5,7 @@ Measured at the server (its request log: arrival and answer times, ranges, fault
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -120,6 +121,34 @@ def test_the_next_shards_first_part_is_asked_for_while_the_current_one_is_read(s
     a, b = shards[0], shards[1]
     assert asked_after_the_first_of(a, b) >= 3, "the shard read ahead waited for the current one"
     assert asked_after_the_first_of(b, a) >= 3, "the current shard waited for the one read ahead"
+
+
+def test_a_shard_opened_while_another_holds_the_budget_gets_a_part_before_that_one_is_all_asked(served):
+    """The read-ahead's case, in order: shard A opened and read (a budget of 4 parts, A has 25), shard B
+    opened after it and read in a thread as the streamer's read-ahead does. B's first part must not wait
+    until A has asked for its last: one part of the budget is kept for a reader with nothing in flight."""
+    srv, url = served
+    srv.ttfb, srv.rate = 0.01, 200e3
+    part = 1024
+    options = ObjectStoreOptions(
+        part_size=part, parts_in_flight=4, bytes_in_flight=4 * part, hedge_after=None
+    )
+    a, b = "packed/train-000000.tar", "packed/train-000001.tar"
+    srv.reset_log()
+    got: dict[str, bytes] = {}
+    with (
+        ObjectStream(f"{url}/train-000000.tar", 0, options) as first,
+        ObjectStream(f"{url}/train-000001.tar", 0, options) as second,
+    ):
+        ahead = threading.Thread(target=lambda: got.setdefault(b, _read_all(second)))
+        ahead.start()
+        got[a] = _read_all(first)
+        ahead.join(10)
+    assert got == {a: (srv.root / a).read_bytes(), b: (srv.root / b).read_bytes()}
+    ranges = _shard_ranges(srv)
+    first_of_b = min(r.began for r in ranges if r.path.endswith(b))
+    after = sum(r.began > first_of_b for r in ranges if r.path.endswith(a))
+    assert after >= 3, f"{b}'s first part went out when only {after} of {a}'s parts were left to ask for"
 
 
 def test_a_stalled_part_is_hedged_and_the_shard_reads_in_much_less_than_the_stall(served):
