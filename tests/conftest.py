@@ -5,11 +5,18 @@ from __future__ import annotations
 import json
 import os
 import tarfile
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from shardstream_cli.demo.synth import Corpus, make_corpus
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # The node's metadata cache (HttpOptions.metadata_cache) in this run's own folder, not in ~/.cache.
+    os.environ.setdefault("SHARDSTREAM_CACHE", tempfile.mkdtemp(prefix="shardstream-tests-"))
+
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 # DataLoader worker start methods: fork is Linux's default before Python 3.14, forkserver from 3.14, spawn

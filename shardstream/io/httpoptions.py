@@ -78,7 +78,12 @@ class HttpOptions:
     checked), ``max_redirects`` (redirects followed per request), ``max_metadata_size`` (bytes an index,
     offsets sidecar or key file download may hold, after gzip decoding, default 256 MiB; text such as
     "1GiB" works; more is an error naming it), ``metadata_deadline`` (seconds such a download may take
-    in all, retries included, default 300; a server that sends nothing is cut sooner by ``read_timeout``).
+    in all, retries included, default 300; a server that sends nothing is cut sooner by ``read_timeout``),
+    ``metadata_cache`` (where a remote dataset's sidecars, key file and cost columns are kept on this node,
+    so its DataLoader workers and ranks fetch each once, not each for itself; keyed by URL and the hash of
+    the dataset's index, which each rank's main process reads, so a re-indexed dataset is fetched again;
+    True, the default: ``$SHARDSTREAM_CACHE/metadata``, else ``~/.cache/shardstream/metadata``, else a
+    folder of this user's in the temp dir; a path: that folder; False: none, every process fetches its own).
     """
 
     connect_timeout: float = 10.0
@@ -94,8 +99,13 @@ class HttpOptions:
     origins: tuple[str, ...] | None = None
     max_metadata_size: int = 256 << 20  # a 10M-shard index is ~1 GB: raise it for such a dataset
     metadata_deadline: float = 300.0
+    metadata_cache: str | bool = True  # a folder (str or PathLike), True: the default one, False: none
 
     def __post_init__(self) -> None:
+        if not isinstance(self.metadata_cache, (bool, str, os.PathLike)):
+            raise ValueError(f"metadata_cache must be True, False or a folder, not {self.metadata_cache!r}")
+        if isinstance(self.metadata_cache, os.PathLike):
+            object.__setattr__(self, "metadata_cache", os.fspath(self.metadata_cache))
         for name in ("connect_timeout", "read_timeout", "backoff", "max_backoff"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, not {getattr(self, name)}")

@@ -23,6 +23,7 @@ from shardstream.sizes import parse_size
 from .fsspecio import cat, open_at
 from .http import HttpOptions, HttpStream, read_http, redact
 from .localfiles import NotRegularFile, open_regular
+from .metacache import node_cache
 from .metadata import over_cap, read_capped
 from .objstore import ObjectStream, read_object, read_object_range
 from .objstoreoptions import ObjectStoreOptions, metadata_native, native
@@ -189,8 +190,12 @@ def open_stream(
     return stream  # type: ignore[return-value]
 
 
-def read_small(url: str, options: OpenOptions | None = None) -> bytes | None:
-    """The whole of a small file (an index, an offsets sidecar), or None when it does not exist."""
+def read_small(url: str, options: OpenOptions | None = None, *, version: str | None = None) -> bytes | None:
+    """The whole of a small file (an index, an offsets sidecar), or None when it does not exist.
+
+    ``version``: the hash of the index that names the file (``ShardList.metadata_version``); with it, a
+    remote file is read through the node's metadata cache (``HttpOptions.metadata_cache``): once per node.
+    """
     options = options or OpenOptions()
     scheme = scheme_of(url)
     if scheme == "file":
@@ -221,6 +226,9 @@ def read_small(url: str, options: OpenOptions | None = None) -> bytes | None:
         except ShardNotFoundError:
             cache.remember_absent(url)
             return None
+    node = node_cache(options.http.metadata_cache) if version is not None and scheme != "pipe" else None
+    if node is not None:
+        return node.read(url, version, lambda: read_small(url, options), cap)  # type: ignore[arg-type]
     if scheme in ("http", "https"):
         return read_http(url, options.http)
     try:

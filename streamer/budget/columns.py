@@ -55,7 +55,7 @@ class CostColumns:
 
     def _read(self, shard: int) -> np.ndarray:
         url = self.shards.columns_url(shard)
-        data = read_small(url, self.options)
+        data = read_small(url, self.options, version=self.shards.metadata_version)
         expected = int(self.shards.counts[shard])  # type: ignore[index]
         if data is None:
             raise FormatError(

@@ -136,7 +136,7 @@ class ShardOpener:
         if not seekable(self.shards.urls[shard]):
             return None
         url = self.shards.offsets_url(shard)
-        data = read_small(url, self.options)
+        data = read_small(url, self.options, version=self.shards.metadata_version)
         if data is None:
             return None
         if not self._as_indexed(shard):

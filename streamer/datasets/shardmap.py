@@ -134,7 +134,8 @@ class ShardMap(Dataset):  # type: ignore[type-arg]
     def _key_file(self) -> KeyFile:
         if self._keys is None:
             url = self.shards.keys_url
-            idx = read_small(url + IDX_SUFFIX, self.options) if url is not None else None
+            version = self.shards.metadata_version
+            idx = read_small(url + IDX_SUFFIX, self.options, version=version) if url is not None else None
             if url is None or idx is None:
                 raise FormatError(
                     f"{self.shards.source}: the index has no key file; lookup by key needs one "

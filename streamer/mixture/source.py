@@ -7,6 +7,7 @@ source and the key named. A source must have counts (the packer's index): the pl
 from __future__ import annotations
 
 import bisect
+import hashlib
 import numbers
 import os
 from collections.abc import Mapping, Sequence
@@ -213,7 +214,11 @@ def all_shards(lists: Sequence[ShardList]) -> tuple[ShardList, list[int]]:
     # Each source's sidecars where its index keeps them (beside the shards, or the folder of index --out).
     sidecars = Concat([_OffsetsUrls(shards) for shards in lists])
     label = f"a mixture of {len(lists)} sources"
-    return ShardList(joined, counts, label, digests, sidecars, sizes=sizes), bases[:-1]
+    mixed = ShardList(joined, counts, label, digests, sidecars, sizes=sizes)
+    versions = [shards.metadata_version for shards in lists]
+    if all(versions):  # the node's metadata cache, keyed by every source's index (one changed: new keys)
+        mixed.metadata_version = hashlib.sha256(" ".join(versions).encode()).hexdigest()  # type: ignore[arg-type]
+    return mixed, bases[:-1]
 
 
 class _OffsetsUrls(Sequence[str]):

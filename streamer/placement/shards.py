@@ -8,6 +8,7 @@ bytes: no per-shard object is ever made).
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Callable, Sequence
 
@@ -108,6 +109,9 @@ class ShardList:
         # per shard, its largest costs, largest first, -1 past each tail's end (``format/tails.py``):
         # a budget weighs a shard from them alone when they hold every cost over it; None: not indexed
         self.cost_tails: np.ndarray | None = None
+        # the sha256 of the index's bytes: what keys its sidecars in the node's metadata cache, so workers
+        # and ranks fetch each once (``read_small``'s ``version``); None without an index: no node cache
+        self.metadata_version: str | None = None
 
     def sha256(self, shard: int) -> str | None:
         return self.digests[shard].tobytes().hex() if self.digests is not None else None
@@ -161,8 +165,9 @@ class ShardList:
         data = read_small(url, options)
         if data is None:
             raise FormatError(f"{url}: index not found")
+        version = hashlib.sha256(data).hexdigest()
         # A version-2 index's columns file is read the same way, beside the index (local, HTTP, fsspec).
-        beside = lambda name: read_small(join_url(url, name), options)  # noqa: E731
+        beside = lambda name: read_small(join_url(url, name), options, version=version)  # noqa: E731
         index = DatasetIndex.from_json(data.decode("utf-8"), source=url, read_columns=beside)
         names: Sequence[str]
         if isinstance(index.shards, ShardColumns):  # arrays straight from the file's bytes: nothing per shard
@@ -184,6 +189,7 @@ class ShardList:
         cost_sums = np.asarray(costs, dtype=np.int64) if costs is not None else None
         shards = cls(_Joined(url, names), counts, redact_url(url), digests, offsets_urls, keys_url, sizes)
         shards.cost_sums, shards.columns_urls = cost_sums, columns_urls
+        shards.metadata_version = version
         tails = index.column_tails.get(COST) if cost_sums is not None else None
         shards.cost_tails = tail_array(tails) if tails is not None else None
         return shards
