@@ -129,7 +129,7 @@ class DeferredReads:
         if entry is None:
             return end
         if isinstance(entry, RemoteShard):  # the ids of the segment are all wanted: asked for once
-            self.coalesced.want(entry, first, end)  # type: ignore[union-attr]
+            self.coalesced.want(entry, first, end, self.opener.shards.urls[shard])  # type: ignore[union-attr]
             return end
         offsets = entry.offsets
         start = offsets[first]
@@ -238,6 +238,8 @@ class DeferredReads:
         """Close every shard now rather than when this is collected (reading again reopens them)."""
         for entry in self._open.values():
             self._forget(entry)
+        if self.coalesced is not None:
+            self.coalesced.close()
         self._open.clear()
         self._last_shard, self._last = -1, None
 
