@@ -181,8 +181,10 @@ def run_rounds(srv: Server, data: dict[str, Any], args: argparse.Namespace, src:
             if runs[label] and "error" in runs[label][-1]:
                 continue
             srv.reset()
+            cpu = srv.cpu_seconds()
             got = child(lib, kind, spec, {**env, **extra}, args.timeout)
             if "error" not in got:
+                got["server_cpu_s"] = srv.cpu_seconds() - cpu  # child start-up included: the server idles
                 got["server"] = request_facts(
                     srv.spans(), got["t_start"], got.get("t_first"), args.ttfb_ms / 1000
                 )
@@ -223,8 +225,9 @@ def summarize(runs: dict[str, list], unshaped: dict[int, float], args: argparse.
             rows.append({"label": label, "error": (tries[-1].get("error") or tries[-1].get("wrong", ""))})
             continue
         top = max(ok, key=lambda t: t["mb_s"])
-        peak = top["server"]["peak_in_flight"]
+        peak, mean = top["server"]["peak_in_flight"], top["server"]["mean_in_flight"]
         ceiling = min(peak * args.rate_mb_s, unshaped_at(unshaped, peak))
+        at_mean = min(mean * args.rate_mb_s, unshaped_at(unshaped, mean))
         rtts = [t["server"]["rtts_after_index"] for t in ok if t["server"]["rtts_after_index"] is not None]
         rows.append(
             {
@@ -232,9 +235,14 @@ def summarize(runs: dict[str, list], unshaped: dict[int, float], args: argparse.
                 "mb_s": top["mb_s"],
                 "all_mb_s": [t["mb_s"] for t in ok],
                 "peak_in_flight": peak,
-                "mean_in_flight": top["server"]["mean_in_flight"],
+                "mean_in_flight": mean,
                 "ceiling_mb_s": ceiling,
                 "fraction": top["mb_s"] / ceiling,
+                "ceiling_at_mean_mb_s": at_mean,
+                "fraction_at_mean": top["mb_s"] / at_mean,
+                "seconds": top["seconds"],
+                "cpu_s": top.get("cpu_s"),
+                "server_cpu_s": top.get("server_cpu_s"),
                 "first_s": min(t["first_s"] for t in ok),
                 "rtts_after_index": min(rtts) if rtts else None,
                 "requests": top["server"]["kinds"],

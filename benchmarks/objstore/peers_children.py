@@ -52,7 +52,7 @@ def payload(sample: Any) -> int:
 def timed(make: Any, loader: bool) -> dict[str, Any]:
     """Construct (``make()``) and iterate the whole epoch: seconds, first-sample time, bytes, samples."""
     t_start = time.time()
-    began = time.perf_counter()
+    began, cpu = time.perf_counter(), time.process_time()
     first = None
     nbytes = samples = 0
     for sample in through_loader(make(), loader):
@@ -64,6 +64,7 @@ def timed(make: Any, loader: bool) -> dict[str, Any]:
     seconds = time.perf_counter() - began
     return {
         "seconds": seconds,
+        "cpu_s": time.process_time() - cpu,  # this process only (not DataLoader workers)
         "first_s": first,
         "t_start": t_start,
         "t_first": t_first if first is not None else None,

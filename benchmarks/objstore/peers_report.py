@@ -31,6 +31,7 @@ def run_table(run: dict[str, Any]) -> list[str]:
                 ]
             )
             continue
+        cpu = f"{r['seconds']:.1f} / {r['cpu_s'] or 0:.1f} / {r['server_cpu_s']:.1f}"
         rtts = "" if r["rtts_after_index"] is None else f"{r['rtts_after_index']:.1f}"
         kinds = ", ".join(f"{k} {v}" for k, v in sorted(r["requests"].items()))
         rows.append(
@@ -40,8 +41,10 @@ def run_table(run: dict[str, Any]) -> list[str]:
                 f"{r['peak_in_flight']} / {r['mean_in_flight']:.1f}",
                 f"{r['ceiling_mb_s']:.0f}",
                 f"{r['fraction']:.2f}",
+                f"{r['fraction_at_mean']:.2f}",
                 f"{r['first_s']:.2f}",
                 rtts,
+                cpu,
                 kinds,
             ]
         )
@@ -58,8 +61,10 @@ def run_table(run: dict[str, Any]) -> list[str]:
                 "requests in flight peak / mean",
                 f"ceiling MB/s (min(peak x {a['rate_mb_s']:g}, unshaped at peak))",
                 "fraction of ceiling",
+                "fraction of min(mean x cap, unshaped at mean)",
                 "first sample s",
                 f"RTTs ({a['ttfb_ms']:g} ms) after index (no index: after start)",
+                "wall / client main-process CPU / server CPU s",
                 "requests (best round)",
             ],
             rows,

@@ -8,6 +8,7 @@ metadata was in) without touching the test server's code; a rename there breaks 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -67,6 +68,11 @@ class Server:
 
     def reset(self) -> None:
         self.ask("reset")
+
+    def cpu_seconds(self) -> float:
+        """CPU time the server process has used so far (user + system), from /proc."""
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def spans(self) -> list[list[Any]]:
         return self.ask("spans")
