@@ -56,6 +56,12 @@ class RemoteShard:
         self.frontier = 0
 
 
+def _held(entry: RemoteShard, first: int, end: int) -> int:
+    """The bytes samples ``first``..``end`` take once held: each with the next sample's header."""
+    offsets = entry.offsets
+    return int(offsets[end]) - int(offsets[first]) + BLOCK * (end - first)
+
+
 class _Span:
     """A span read in the background: samples ``first``..``end`` of ``entry``, bytes ``start``..``stop``."""
 
@@ -107,6 +113,8 @@ class CoalescedReads:
         data = entry.held.pop(index, None)
         if data is not None:
             self.held_bytes -= len(data)
+            if len(self._flying) < self.ahead:  # the budget this frees may make room for another span
+                self._read_ahead(url, entry)
             return data
         for span in self._flying:
             if span.entry is entry and span.first <= index < span.end:
@@ -119,7 +127,7 @@ class CoalescedReads:
 
     def _reach(self) -> int:
         """The bytes the next GET may ask for: at most ``span``, within what the budget leaves."""
-        flying = sum(span.stop - span.start for span in self._flying)
+        flying = sum(_held(span.entry, span.first, span.end) for span in self._flying)
         return max(0, min(self.span, self.budget - self.held_bytes - flying))
 
     def _read_span(self, url: str, entry: RemoteShard, index: int) -> bytes:
@@ -148,7 +156,9 @@ class CoalescedReads:
         while len(self._flying) < self.ahead:
             first = entry.state.find(WANTED, entry.frontier)
             reach = self._reach()
-            if first < 0 or int(entry.offsets[first + 1]) - int(entry.offsets[first]) > reach:
+            # A span cut short by the budget waits for room while others are on their way: many small
+            # GETs would take the place of a few full ones.
+            if first < 0 or _held(entry, first, first + 1) > reach or (reach < self.span and self._flying):
                 return
             end = self._span_end(entry, first, first + 1, reach)
             start, stop = self._bytes(entry, first, end)
@@ -160,10 +170,15 @@ class CoalescedReads:
             self.requests += 1
 
     def _span_end(self, entry: RemoteShard, first: int, least: int, reach: int) -> int:
-        """Past the last wanted sample within ``reach`` bytes of sample ``first`` (at least ``least``)."""
+        """Past the last wanted sample whose bytes from sample ``first`` on, as held, fit in ``reach``
+        (at least ``least``)."""
         offsets, count = entry.offsets, len(entry.state)
-        top = bisect.bisect_right(offsets, int(offsets[first]) + reach, least, count + 1) - 1
-        last = entry.state.rfind(WANTED, least, max(top, least))
+        cost = int(offsets[first]) + BLOCK * first + reach
+        # offsets[e] + BLOCK x e grows with e: a bisection over it finds the samples that fit.
+        top = bisect.bisect_right(
+            range(count + 1), cost, least, count + 1, key=lambda e: int(offsets[e]) + BLOCK * e
+        )
+        last = entry.state.rfind(WANTED, least, max(top - 1, least))
         return last + 1 if last >= 0 else least
 
     def _bytes(self, entry: RemoteShard, first: int, end: int) -> tuple[int, int]:

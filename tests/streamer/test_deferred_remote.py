@@ -5,6 +5,8 @@ the front-to-back one sample for sample; requests are counted at the server; fau
 
 from __future__ import annotations
 
+import itertools
+import random
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,7 +14,12 @@ import pytest
 
 from shardstream.errors import ShardReadError
 from shardstream.io.objstoreoptions import ObjectStoreOptions
+from shardstream.io.openers import OpenOptions
 from streamer import ShardDataset
+from streamer.chain.coalesce import CoalescedReads
+from streamer.chain.deferred import DeferredReads
+from streamer.chain.opener import ShardOpener
+from streamer.placement.shards import ShardList
 from tests.conftest import write_dataset
 from tests.servers.shaped_s3 import ShapedS3Server
 
@@ -48,6 +55,10 @@ def _samples(source, **kwargs) -> list[tuple[str, dict[str, bytes]]]:
         (s["__key__"], {k: bytes(v) for k, v in s.items() if not k.startswith("__")})
         for s in ShardDataset(source, **options)
     ]
+
+
+def _members(sample: dict) -> dict:
+    return {k: v for k, v in sample.items() if k != "__url__"}
 
 
 def _shard_gets(srv: ShapedS3Server) -> int:
@@ -133,3 +144,30 @@ def test_a_failed_coalesced_read_is_reported_with_url_and_offset_or_skipped(serv
     whole = [key for key, _ in _samples(url, defer_reads=True)]
     assert len(kept) == len(whole) - 1 and [k for k in whole if k in set(kept)] == kept
     assert next(k for k in whole if k not in set(kept)).startswith("s002-")
+
+
+def test_held_and_in_flight_bytes_stay_under_the_budget(served):
+    """A 64 KiB budget with 16 KiB spans behind a buffer of 10 samples (about 30 KB): every GET asks for at
+    most a span, the bytes held never pass the budget, and every sample reads back as the local one."""
+    srv, url = served
+    shards = ShardList.from_source(url, OpenOptions())
+    opener = ShardOpener(shards, OpenOptions(object_store=FAST))
+    reads = DeferredReads(opener, small=0, remote=True)
+    reads.coalesced = CoalescedReads(opener.options, span=16 << 10, budget=64 << 10)
+    local = ShardOpener(ShardList.from_source(str(srv.root / "d" / INDEX), OpenOptions()))
+    count = COUNTS[1]
+    srv.reset_log()
+    reads.advise(1, 0, count)  # every sample of shard 1 is wanted: they enter in order, leave at random
+    buffer, rng = [], random.Random(3)
+    for entering in range(count):
+        buffer.append(entering)
+        while len(buffer) >= 10 or (entering == count - 1 and buffer):
+            index = buffer.pop(rng.randrange(len(buffer)))
+            assert _members(reads.read(1, index)) == _members(local.read_one(1, index))
+            assert reads.coalesced.held_bytes <= 64 << 10
+    reads.close()
+    spans = [r.range.removeprefix("bytes=").split("-") for r in srv.requests if r.path.endswith(".tar")]
+    sizes = [int(end) - int(start) + 1 for start, end in spans]
+    biggest = max(int(b) - int(a) for a, b in itertools.pairwise(local.offsets(1)))
+    assert max(sizes) <= max(16 << 10, biggest + 512)
+    assert len(spans) < count / 3  # spans of about 4 samples: the budget left room for full ones
