@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from torch.utils.data import DataLoader
 
 from shardstream.errors import ShardReadError
 from shardstream.io.objstoreoptions import ObjectStoreOptions
@@ -85,6 +86,15 @@ def test_deferred_s3_matches_front_to_back_with_a_small_buffer_and_ranks(served)
     _, url = served
     for options in ({"buffer_size": 37, "initial": 5}, {"rank": 1, "world_size": 2}, {"fields": ["txt"]}):
         assert _samples(url, defer_reads=True, **options) == _samples(url, defer_reads=False, **options)
+
+
+def test_deferred_s3_through_two_dataloader_workers_every_sample_once(served):
+    """Forked workers read their spans natively, or through fsspec where this process ran obstore first."""
+    srv, url = served
+    ds = ShardDataset(url, decode=False, seed=7, object_store=FAST, defer_reads=True)
+    got = [(s["__key__"], bytes(s["txt"])) for s in DataLoader(ds, batch_size=None, num_workers=2)]
+    local = {key: members["txt"] for key, members in _samples(str(srv.root / "d" / INDEX), shuffle=False)}
+    assert len(got) == len(local) and dict(got) == local
 
 
 def test_a_resume_from_s3_reads_the_restored_buffer_coalesced(served):
