@@ -37,6 +37,7 @@ _HEAD = struct.Struct("<q32s")  # payload length (-1: the object is absent) and 
 _ABSENT = -1
 # Entries untouched this long are removed (once per process and folder): datasets read since keep theirs.
 PRUNE_AGE = 14 * 86400.0
+PRUNE_EVERY = 86400.0
 
 Fetch = Callable[[], "bytes | None"]
 
@@ -111,7 +112,9 @@ class MetadataCache:
             if found is not None:
                 return found[0]
             data = fetch()
-            write_atomic(path, _entry(data), durable=False, unique=True)  # a lost file is fetched again
+            # A full or read-only disk costs the sharing, not the read; a lost file is fetched again.
+            with contextlib.suppress(OSError):
+                write_atomic(path, _entry(data), durable=False, unique=True)
         self._prune()
         return data
 
@@ -141,7 +144,11 @@ class MetadataCache:
         if fcntl is None:
             yield
             return
-        fd = os.open(path.with_suffix(".lock"), os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fd = os.open(path.with_suffix(".lock"), os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError:  # no lock to be had (a full disk): this process fetches for itself
+            yield
+            return
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)  # released when closed, and by the kernel if this process dies
             yield
@@ -149,11 +156,18 @@ class MetadataCache:
             os.close(fd)
 
     def _prune(self) -> None:
-        """Remove entries (and their lock files) not written for ``PRUNE_AGE``: old datasets' versions."""
+        """Remove entries (and their lock files) not written for ``PRUNE_AGE``: old datasets' versions.
+        Once a day per folder (a marker file's age says when), not in every worker: the folder may be big."""
         if self._pruned:
             return
         self._pruned = True
-        old = time.time() - PRUNE_AGE
+        marker, now = self.folder / ".pruned", time.time()
+        with contextlib.suppress(OSError):
+            if now - marker.stat().st_mtime < PRUNE_EVERY:
+                return
+        with contextlib.suppress(OSError):
+            marker.touch()
+        old = now - PRUNE_AGE
         # A lock file pruned while held costs at most one more fetch of that entry: publishing is atomic.
         for entry in self.folder.iterdir():
             with contextlib.suppress(OSError):  # another process may prune the same file

@@ -199,3 +199,19 @@ def test_an_http_dataset_fetches_each_sidecar_once_too(corpus, tmp_path, monkeyp
     assert paths[INDEX] == 1
     sidecars = {name: n for name, n in paths.items() if name.endswith(".offsets")}
     assert len(sidecars) == 4 and set(sidecars.values()) == {1}, sidecars
+
+
+def test_entries_untouched_for_weeks_are_pruned_once_a_day(tmp_path):
+    from shardstream.io.metacache import PRUNE_AGE, MetadataCache
+
+    cache = MetadataCache(tmp_path)
+    assert cache.read("s3://b/old.offsets", "v0", lambda: b"old", 1 << 20) == b"old"
+    old = cache.path_for("s3://b/old.offsets", "v0")
+    weeks_ago = old.stat().st_mtime - PRUNE_AGE - 60
+    os.utime(old, (weeks_ago, weeks_ago))
+    (tmp_path / ".pruned").unlink()  # the first publish pruned (nothing old then) and left its marker
+    assert MetadataCache(tmp_path).read("s3://b/new.offsets", "v1", lambda: None, 1 << 20) is None
+    assert not old.exists() and cache.read("s3://b/old.offsets", "v0", lambda: b"again", 1 << 20) == b"again"
+    os.utime(old, (weeks_ago, weeks_ago))
+    assert MetadataCache(tmp_path).read("s3://b/x.offsets", "v1", lambda: b"x", 1 << 20) == b"x"
+    assert old.exists()  # pruned less than a day ago: not again
