@@ -125,10 +125,14 @@ class CoalescedReads:
                 return self._piece(entry, index, span.start, data)
         return self._read_span(url, entry, index)
 
+    @property
+    def taken(self) -> int:
+        """The bytes held and on their way (the spans in flight, as they will be held): the budget's."""
+        return self.held_bytes + sum(_held(span.entry, span.first, span.end) for span in self._flying)
+
     def _reach(self) -> int:
         """The bytes the next GET may ask for: at most ``span``, within what the budget leaves."""
-        flying = sum(_held(span.entry, span.first, span.end) for span in self._flying)
-        return max(0, min(self.span, self.budget - self.held_bytes - flying))
+        return max(0, min(self.span, self.budget - self.taken))
 
     def _read_span(self, url: str, entry: RemoteShard, index: int) -> bytes:
         offsets, state = entry.offsets, entry.state
