@@ -10,43 +10,22 @@ backoff and jitter (``retries``, ``backoff``, ``max_backoff`` of ``ObjectStoreOp
 URL, never a credential. A shard over 5 GiB cannot be committed this way (S3's CopyObject limit; the
 commit copies each part's shard to its name): pack smaller shards, or set ``$SHARDSTREAM_S3_CLIENT=s3fs``.
 """
+
 from __future__ import annotations
 
 import contextlib
-import random
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from shardstream.errors import PackError, redact_url
+from shardstream.errors import PackError, ShardNotFoundError, ShardReadError, redact_url
+from shardstream.io.objfailures import attempts
 from shardstream.io.objstoreoptions import ObjectStoreOptions, split, store_for
 
 from .scratch import scratch_for
 
 _T = TypeVar("_T")
 MIN_PART = 5 << 20  # S3 refuses a multipart upload's parts under 5 MiB (the last one excepted)
-
-
-def _status(exc: BaseException) -> int | None:
-    """The HTTP status obstore's message names, if any."""
-    text = str(exc)
-    marker = "status code: "
-    at = text.find(marker)
-    digits = text[at + len(marker) : at + len(marker) + 3] if at >= 0 else ""
-    return int(digits) if digits.isdigit() else None
-
-
-def _passing(exc: BaseException) -> bool:
-    """A failure worth another attempt: 408/429/5xx, or no status at all (a connection that broke)."""
-    if isinstance(exc, (FileNotFoundError, PermissionError)):
-        return False
-    from obstore import exceptions as obstore_errors
-
-    if isinstance(exc, (obstore_errors.PermissionDeniedError, obstore_errors.UnauthenticatedError)):
-        return False
-    status = _status(exc)
-    return status is None or status in (408, 429) or status >= 500
 
 
 class NativeStore:
@@ -69,24 +48,15 @@ class NativeStore:
         return f"{self.prefix}/{rel}" if self.prefix else rel
 
     def _call(self, what: str, rel: str, call: Callable[[], _T]) -> _T:
-        """``call()``, retried on passing failures with backoff and jitter; else a PackError with the URL."""
-        failures = 0
-        while True:
-            try:
-                return call()
-            except FileNotFoundError:
-                raise
-            except Exception as exc:
-                failures += 1
-                if not _passing(exc) or failures > self.options.retries:
-                    first = redact_url(str(exc).strip().splitlines()[0]) if str(exc).strip() else ""
-                    tried = f"; gave up after {self.options.retries} retries" if _passing(exc) else ""
-                    raise PackError(
-                        f"{self.shown}/{rel}: cannot {what} ({type(exc).__name__}: {first}){tried}; check "
-                        "the credentials in the environment, the bucket's policy and the endpoint"
-                    ) from exc
-                wait = min(self.options.max_backoff, self.options.backoff * 2 ** (failures - 1))
-                time.sleep(wait * random.uniform(0.5, 1.5))
+        """``call()``, retried as the streamer's reads are (``objfailures.attempts``); a failure as a
+        PackError naming the URL, an absent object as FileNotFoundError."""
+        shown = f"{self.shown}/{rel}"
+        try:
+            return attempts(shown, 0, self.options, call)
+        except ShardNotFoundError as exc:
+            raise FileNotFoundError(shown) from exc
+        except ShardReadError as exc:
+            raise PackError(f"{shown}: cannot {what}: {exc.message}") from exc
 
     def local(self, rel: str) -> Path:
         return self.scratch / rel

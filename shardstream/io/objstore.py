@@ -16,11 +16,7 @@ too. The packer's writes stay on fsspec.
 from __future__ import annotations
 
 import io
-import os
-import random
-import re
 import threading
-import time
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
@@ -30,95 +26,12 @@ from shardstream.errors import ShardNotFoundError, ShardReadError, redact_url
 from .flight import budget_for
 from .hedge import first_answer
 from .metadata import over_cap
+from .objfailures import Retry, attempts, changed, checked_span, reason, status_of, wrong_span
 from .objstoreoptions import ObjectStoreOptions, split, store_for
 
-_STATUS = re.compile(r"status code: (\d{3})")
-# obstore's own checks of a ranged answer (object_store's GetResultError): another span, or no span at all
-_WRONG_SPAN = re.compile(
-    r"Requested \d+\.\.\d+, got \d+\.\.\d+|non-partial response when range requested|"
-    r"Content-Range header not present"
-)
-_DENIED = (
-    "access denied (HTTP 401/403): check the credentials in the environment (AWS_ACCESS_KEY_ID and "
-    "AWS_SECRET_ACCESS_KEY; for AWS_PROFILE set SHARDSTREAM_S3_CLIENT=s3fs), the bucket's policy and "
-    "the region (AWS_DEFAULT_REGION)"
-)
-
-
-class _Retry(Exception):
-    """A failure worth another attempt (5xx, 429/SlowDown, a broken connection, a short body)."""
-
-
-def _reason(exc: BaseException) -> str:
-    """The backend's first line, without URLs' secrets and without any credential of the environment."""
-    text = str(exc).strip()
-    first = redact_url(text.splitlines()[0]) if text else type(exc).__name__
-    for name in ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ACCESS_KEY_ID"):
-        secret = os.environ.get(name)
-        if secret:
-            first = first.replace(secret, "***")
-    return first
-
-
-def _classified(exc: Exception, shown: str, offset: int | None) -> Exception:
-    """obstore's error as ours: a ShardReadError that says the fix, or ``_Retry`` for a passing failure."""
-    from obstore import exceptions as obstore_errors
-
-    if isinstance(exc, FileNotFoundError):
-        return ShardNotFoundError("not found (no such object, or no such bucket)", url=shown)
-    if isinstance(exc, obstore_errors.PreconditionError):
-        return _changed(shown, offset)
-    if isinstance(exc, (obstore_errors.PermissionDeniedError, obstore_errors.UnauthenticatedError)):
-        return ShardReadError(_DENIED, url=shown)
-    if (found := _WRONG_SPAN.search(str(exc))) is not None:
-        return _wrong_span(shown, offset, found.group(0))
-    found = _STATUS.search(str(exc))
-    status = int(found.group(1)) if found else None
-    if status in (401, 403):
-        return ShardReadError(_DENIED, url=shown)
-    if status == 416:
-        return ShardReadError("offset is past the end of the object", url=shown, offset=offset)
-    if status is not None and 400 <= status < 500 and status not in (408, 429):
-        return ShardReadError(f"refused: {_reason(exc)}", url=shown, offset=offset)
-    return _Retry(_reason(exc))
-
-
-def _changed(shown: str, offset: int | None) -> ShardReadError:
-    return ShardReadError(
-        "the object changed while it was read (its ETag differs from the one at open); its shard cannot "
-        "be read on without mixing two versions: read it again",
-        url=shown,
-        offset=offset,
-    )
-
-
-def _wrong_span(shown: str, offset: int | None, what: str) -> ShardReadError:
-    return ShardReadError(
-        f"the store answered another span than the range asked for ({what}); its bytes are not used and "
-        "not asked for again: check the endpoint (a proxy or server that ignores or rewrites Range)",
-        url=shown,
-        offset=offset,
-    )
-
-
-def _attempts(shown: str, offset: int, options: ObjectStoreOptions, call: Any) -> Any:
-    """``call()``, retried on passing failures with backoff and jitter; then a ShardReadError."""
-    failures = 0
-    while True:
-        try:
-            return call()
-        except ShardReadError:
-            raise
-        except Exception as exc:
-            failure = exc if isinstance(exc, _Retry) else _classified(exc, shown, offset)
-            if not isinstance(failure, _Retry):
-                raise failure from exc
-            failures += 1
-            if failures > options.retries:
-                message = f"{failure}; gave up after {options.retries} retries"
-                raise ShardReadError(message, url=shown, offset=offset) from exc
-            wait = min(options.max_backoff, options.backoff * 2 ** (failures - 1))
-            time.sleep(wait * random.uniform(0.5, 1.5))
+# The first part of a stream, smaller than the rest: the first sample waits for it (at 100 MB/s a
+# connection, 1 MiB takes 10 ms where an 8 MiB part takes 84 ms, nearly three 30 ms round trips).
+FIRST_PART = 1 << 20
 
 
 def _get(
@@ -134,17 +47,23 @@ def _get(
         options["if_match"] = etag  # the server refuses another version (412)...
     result = first_answer(lambda: obstore.get(store, key, options=options), *hedging)
     if etag is not None and result.meta.get("e_tag") != etag:  # ...and one that ignores If-Match is caught
-        raise _changed(shown, start)
-    got, size = tuple(result.range), result.meta["size"]
-    if got != (start, min(end, size)):  # obstore checks Content-Range first; this holds should it stop
-        raise _wrong_span(shown, start, f"bytes {got[0]}..{got[1]} for {start}..{min(end, size)}")
+        raise changed(shown, start)
+    checked_span(result, start, end, shown)
     try:
         data = result.bytes()
     except Exception as exc:  # the body broke mid-part: the whole part again
-        raise _Retry(f"connection broke: {_reason(exc)}") from exc
+        raise Retry(f"connection broke: {reason(exc)}") from exc
     if len(data) != min(end, result.meta["size"]) - start:
-        raise _Retry(f"short body: {len(data)} of {end - start} bytes")
+        raise Retry(f"short body: {len(data)} of {end - start} bytes")
     return data
+
+
+def object_key(url: str, shown: str) -> str:
+    """The object's key in its bucket; a key naming a folder is refused without a request."""
+    key = split(url)[1]
+    if not key or key.endswith("/"):
+        raise ShardNotFoundError("is a folder, not an object (an index or shard URL was meant?)", url=shown)
+    return key
 
 
 def head(url: str, options: ObjectStoreOptions) -> dict[str, Any]:
@@ -152,11 +71,9 @@ def head(url: str, options: ObjectStoreOptions) -> dict[str, Any]:
     import obstore
 
     shown = redact_url(url)
-    key = split(url)[1]
-    if not key or key.endswith("/"):
-        raise ShardNotFoundError("is a folder, not an object (an index or shard URL was meant?)", url=shown)
+    key = object_key(url, shown)
     store = store_for(url, options)
-    return _attempts(shown, 0, options, lambda: obstore.head(store, key))
+    return attempts(shown, 0, options, lambda: obstore.head(store, key))
 
 
 def read_object_range(url: str, start: int, end: int, options: ObjectStoreOptions) -> bytes:
@@ -167,7 +84,7 @@ def read_object_range(url: str, start: int, end: int, options: ObjectStoreOption
     store, key = store_for(url, options), split(url)[1]
     hedging = (options.hedge_after, None)
     return bytes(
-        _attempts(shown, start, options, lambda: _get(store, key, (start, end), None, shown, hedging))
+        attempts(shown, start, options, lambda: _get(store, key, (start, end), None, shown, hedging))
     )
 
 
@@ -177,9 +94,7 @@ def read_object(url: str, options: ObjectStoreOptions, cap: int) -> bytes:
     import obstore
 
     shown = redact_url(url)
-    key = split(url)[1]
-    if not key or key.endswith("/"):
-        raise ShardNotFoundError("is a folder, not an object", url=shown)
+    key = object_key(url, shown)
     store = store_for(url, options)
 
     def fetch() -> bytes:
@@ -190,12 +105,12 @@ def read_object(url: str, options: ObjectStoreOptions, cap: int) -> bytes:
         try:
             data = bytes(result.bytes())
         except Exception as exc:
-            raise _Retry(f"connection broke: {_reason(exc)}") from exc
+            raise Retry(f"connection broke: {reason(exc)}") from exc
         if len(data) != size:
-            raise _Retry(f"short body: {len(data)} of {size} bytes")
+            raise Retry(f"short body: {len(data)} of {size} bytes")
         return data
 
-    return _attempts(shown, 0, options, fetch)
+    return attempts(shown, 0, options, fetch)
 
 
 class ObjectStream(io.RawIOBase):
@@ -211,23 +126,71 @@ class ObjectStream(io.RawIOBase):
         super().__init__()
         self.options = options or ObjectStoreOptions()
         self.shown = redact_url(url)
-        meta = head(url, self.options)
-        self.size: int = meta["size"]
-        self.etag: str | None = meta.get("e_tag")
-        if offset > self.size:
-            raise ShardReadError(
-                f"offset is past the end of the object ({self.size} bytes)", url=self.shown, offset=offset
-            )
-        self._store, self._key = store_for(url, self.options), split(url)[1]
+        self._store, self._key = store_for(url, self.options), object_key(url, self.shown)
         self.position = offset
         self.hedges = 0
         self._counting = threading.Lock()
         self._budget = budget_for(self.options.bytes_in_flight, self.options.part_size)
-        self._requested = offset  # the first byte no part has asked for yet
         self._pending: deque[tuple[Future[Any], int]] = deque()  # parts in flight and their sizes, in order
         self._current = memoryview(b"")
         self._pool = ThreadPoolExecutor(self.options.parts_in_flight, thread_name_prefix="shardstream-s3")
+        self._requested = offset  # the first byte no part has asked for yet
+        self._open(url, offset)
         self._fill()
+
+    def _open(self, url: str, offset: int) -> None:
+        """The first part's GET, whose answer names the object's size and ETag: no HEAD first, so the first
+        sample waits one round trip and ``FIRST_PART`` bytes, not two round trips and a whole part."""
+        end = offset + min(FIRST_PART, self.options.part_size)
+        self._budget.wait_for(end - offset)
+        try:
+            answer = attempts(self.shown, offset, self.options, lambda: self._answer(offset, end))
+        except BaseException:
+            self._budget.give(end - offset)
+            raise
+        if answer is None:  # no span at offset: the HEAD tells an offset at the end from one past it
+            self._budget.give(end - offset)
+            meta = head(url, self.options)
+            self.size, self.etag = meta["size"], meta.get("e_tag")
+            if offset > self.size:
+                raise ShardReadError(
+                    f"offset is past the end of the object ({self.size} bytes)", url=self.shown, offset=offset
+                )
+            if offset < self.size:  # bytes there, yet no span: a server that ignores Range
+                raise wrong_span(self.shown, offset, "a whole object for a range")
+            return
+        self.size, self.etag = answer.meta["size"], answer.meta.get("e_tag")
+        end = min(end, self.size)
+        self._pending.append((self._pool.submit(self._body, answer, offset, end), end - offset))
+        self._requested = end
+
+    def _answer(self, start: int, end: int) -> Any:
+        """The first GET's answer, its headers read and its span checked; None where the store has no span
+        at ``start`` (S3's 416 at or past the end, an empty object's too; or a whole answer, as nginx gives
+        for an empty file: ``_open`` then asks a HEAD)."""
+        import obstore
+
+        hedging = (self.options.hedge_after, self._count_hedge)
+        try:
+            answer = first_answer(
+                lambda: obstore.get(self._store, self._key, options={"range": (start, end)}), *hedging
+            )
+        except Exception as exc:
+            if status_of(exc) == 416 or "non-partial response" in str(exc):
+                return None
+            raise
+        checked_span(answer, start, end, self.shown)
+        return answer
+
+    def _body(self, answer: Any, start: int, end: int) -> Any:
+        """The first part's body; should it break, the part again (as any part: of this ETag)."""
+        try:
+            data = answer.bytes()
+            if len(data) == end - start:
+                return data
+        except Exception:  # the body broke mid-part
+            pass
+        return self._part(start, end)
 
     def _fill(self) -> None:
         """Ask for parts ahead of need until ``parts_in_flight`` are out, the object is all asked for, or
@@ -250,7 +213,7 @@ class ObjectStream(io.RawIOBase):
     def _part(self, start: int, end: int) -> Any:
         store, key, etag, shown = self._store, self._key, self.etag, self.shown
         hedging = (self.options.hedge_after, self._count_hedge)
-        return _attempts(
+        return attempts(
             shown, start, self.options, lambda: _get(store, key, (start, end), etag, shown, hedging)
         )
 
@@ -282,7 +245,7 @@ class ObjectStream(io.RawIOBase):
         return count
 
     def length(self) -> int:
-        """The object's length, from its HEAD at open."""
+        """The object's length, from the first answer at open."""
         return self.size
 
     def close(self) -> None:
