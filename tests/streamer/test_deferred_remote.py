@@ -22,6 +22,7 @@ from streamer.chain.deferred import DeferredReads
 from streamer.chain.opener import ShardOpener
 from streamer.placement.shards import ShardList
 from tests.conftest import write_dataset
+from tests.servers.fault_server import FaultServer
 from tests.servers.shaped_s3 import ShapedS3Server
 
 pytest_plugins = ["tests.servers.shaped_fixtures"]
@@ -40,6 +41,13 @@ def served(shaped_s3: ShapedS3Server, tmp_path: Path, monkeypatch) -> Iterator[t
     _forget_s3fs_clients()  # the index is read through s3fs when installed: its clients keep their endpoint
     yield shaped_s3, f"s3://{shaped_s3.bucket}/d/{INDEX}"
     _forget_s3fs_clients()
+
+
+@pytest.fixture
+def http_server(tmp_path: Path) -> Iterator[FaultServer]:
+    (tmp_path / "www").mkdir()
+    with FaultServer(tmp_path / "www") as server:
+        yield server
 
 
 def _forget_s3fs_clients() -> None:
@@ -86,6 +94,18 @@ def test_deferred_s3_matches_front_to_back_with_a_small_buffer_and_ranks(served)
     _, url = served
     for options in ({"buffer_size": 37, "initial": 5}, {"rank": 1, "world_size": 2}, {"fields": ["txt"]}):
         assert _samples(url, defer_reads=True, **options) == _samples(url, defer_reads=False, **options)
+
+
+def test_deferred_http_shards_coalesce_too(http_server):
+    """HTTP shards read through the general path (one Range request per span): same stream, few GETs."""
+    write_dataset(http_server.root / "d", COUNTS, payload=200)
+    url = f"{http_server.url}/d/{INDEX}"
+    local = _samples(str(http_server.root / "d" / INDEX), defer_reads=False)
+    before = len(http_server.requests)
+    deferred = _samples(url, defer_reads=True)
+    gets = [r for r in http_server.requests[before:] if r.path.endswith(".tar") and r.method == "GET"]
+    assert deferred == local
+    assert len(gets) / len(deferred) < 0.1 and all(r.range for r in gets)
 
 
 def test_deferred_s3_through_two_dataloader_workers_every_sample_once(served):
