@@ -29,7 +29,7 @@ from shardstream.io.openers import OpenOptions, is_compressed, read_range
 from shardstream.io.urls import scheme_of
 
 SPAN = 4 << 20  # the most bytes one ranged GET asks for
-BUDGET = 32 << 20  # the most tar bytes held or in flight for samples not yet handed out, per reader
+BUDGET = 32 << 20  # the most bytes held or in flight for samples not yet handed out, per reader
 AHEAD = 8  # spans read ahead at once, at most (each a connection)
 REMOTE = ("s3", "gs", "az", "http", "https")  # schemes whose shards are read by coalesced ranged GETs
 # One byte per sample of an open shard: wanted and not read, read and held, or neither.
@@ -76,10 +76,11 @@ class CoalescedReads:
     """Reads remote shards' samples by spans of wanted samples, the next spans read ahead in threads.
 
     ``options``: how shards are reached; ``span``: the most bytes one GET asks for (default ``SPAN``,
-    4 MiB); ``budget``: the most tar bytes held or in flight at once for samples not yet handed out
-    (default ``BUDGET``, 32 MiB; make it exceed ``buffer_size`` x the mean sample's bytes + 2 x ``span``,
-    or spans shrink); ``ahead``: spans read ahead at once (default ``AHEAD``, 8; 0: none, each span read
-    when a sample of it leaves). ``requests`` counts the GETs asked for."""
+    4 MiB); ``budget``: the most bytes held or in flight at once for samples not yet handed out, each
+    counted with the next sample's header (default ``BUDGET``, 32 MiB; make it exceed ``buffer_size`` x
+    the mean sample's bytes + 2 x ``span``, or spans shrink); ``ahead``: spans read ahead at once
+    (default ``AHEAD``, 8; 0: none, each span read when a sample of it leaves). ``requests`` counts the
+    GETs asked for."""
 
     def __init__(
         self, options: OpenOptions, *, span: int = SPAN, budget: int = BUDGET, ahead: int = AHEAD
