@@ -1,6 +1,6 @@
 """OUTDIR on S3 through obstore, the client the streamer reads with: multipart uploads, server-side copies.
 
-Trade-off: only ``s3://`` (the schemes ``shardstream.io.objstoreoptions.native`` admits) and only in a
+Trade-off: only ``s3://`` (gs:// and az:// OUTDIRs stay on fsspec: untested here) and only in a
 process that may use obstore (not forked from one that had: tokio does not survive fork); elsewhere, and
 with ``$SHARDSTREAM_S3_CLIENT=s3fs``, OUTDIR stays on fsspec (``store.FsspecStore``), with the same bytes.
 A finished file goes up in ``part_size`` pieces (5 MiB at least, S3's least), ``parts_in_flight`` at once:

@@ -10,6 +10,8 @@ from urllib.parse import urlparse
 
 from shardstream.errors import ShardNotFoundError, ShardReadError, redact_url
 
+from .objstoreoptions import fork_hint
+
 INSTALL_HINT = "pip install fsspec (plus e.g. s3fs for s3://, gcsfs for gs://, huggingface_hub for hf://)"
 
 
@@ -25,7 +27,9 @@ def filesystem(url: str) -> tuple[Any, str]:
         try:
             return fsspec.core.url_to_fs(url)
         except ImportError as exc:
-            raise ShardReadError(f"{scheme}:// needs a backend package: {exc}", url=url) from exc
+            raise ShardReadError(
+                fork_hint(scheme) or f"{scheme}:// needs a backend package: {exc}", url=url
+            ) from exc
 
 
 def open_at(url: str, offset: int = 0) -> FsspecStream:

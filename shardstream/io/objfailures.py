@@ -12,6 +12,7 @@ import random
 import re
 import time
 from typing import Any
+from urllib.parse import urlparse
 
 from shardstream.errors import ShardNotFoundError, ShardReadError, redact_url
 
@@ -24,6 +25,7 @@ __all__ = [
     "changed",
     "checked_span",
     "classified",
+    "denied",
     "reason",
     "status_of",
     "wrong_span",
@@ -40,6 +42,28 @@ DENIED = (
     "AWS_SECRET_ACCESS_KEY; for AWS_PROFILE set SHARDSTREAM_S3_CLIENT=s3fs), the bucket's policy and "
     "the region (AWS_DEFAULT_REGION)"
 )
+# What a refusal says by scheme: where that store's credentials come from.
+DENIED_BY_SCHEME = {
+    "s3": DENIED,
+    "gs": "access denied (HTTP 401/403): check the credentials in the environment "
+    "(GOOGLE_APPLICATION_CREDENTIALS or GOOGLE_SERVICE_ACCOUNT naming a key file, else the machine's "
+    "service account) and the bucket's IAM policy",
+    "az": "access denied (HTTP 401/403): check the credentials in the environment "
+    "(AZURE_STORAGE_ACCOUNT_NAME with AZURE_STORAGE_ACCOUNT_KEY or AZURE_STORAGE_SAS_KEY, a client secret, "
+    "or the machine's managed identity) and the container's access policy",
+}
+# Variables whose values must never show in a message (obstore's errors may echo a signed URL or header).
+SECRETS = (
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_ACCESS_KEY_ID",
+    "AZURE_STORAGE_ACCOUNT_KEY",
+    "AZURE_STORAGE_ACCESS_KEY",
+    "AZURE_STORAGE_SAS_KEY",
+    "AZURE_STORAGE_SAS_TOKEN",
+    "AZURE_CLIENT_SECRET",
+    "GOOGLE_SERVICE_ACCOUNT_KEY",
+)
 
 
 class Retry(Exception):
@@ -50,11 +74,16 @@ def reason(exc: BaseException) -> str:
     """The backend's first line, without URLs' secrets and without any credential of the environment."""
     text = str(exc).strip()
     first = redact_url(text.splitlines()[0]) if text else type(exc).__name__
-    for name in ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ACCESS_KEY_ID"):
+    for name in SECRETS:
         secret = os.environ.get(name)
         if secret:
             first = first.replace(secret, "***")
     return first
+
+
+def denied(shown: str) -> str:
+    """A refusal's message for the store ``shown`` is on: where its credentials come from."""
+    return DENIED_BY_SCHEME.get(urlparse(shown).scheme, DENIED)
 
 
 def status_of(exc: BaseException) -> int | None:
@@ -72,12 +101,12 @@ def classified(exc: Exception, shown: str, offset: int | None) -> Exception:
     if isinstance(exc, obstore_errors.PreconditionError):
         return changed(shown, offset)
     if isinstance(exc, (obstore_errors.PermissionDeniedError, obstore_errors.UnauthenticatedError)):
-        return ShardReadError(DENIED, url=shown)
+        return ShardReadError(denied(shown), url=shown)
     if (found := WRONG_SPAN.search(str(exc))) is not None:
         return wrong_span(shown, offset, found.group(0))
     status = status_of(exc)
     if status in (401, 403):
-        return ShardReadError(DENIED, url=shown)
+        return ShardReadError(denied(shown), url=shown)
     if status == 416:
         return ShardReadError("offset is past the end of the object", url=shown, offset=offset)
     if status is not None and 400 <= status < 500 and status not in (408, 429):

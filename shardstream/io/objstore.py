@@ -1,4 +1,5 @@
-"""The object-store opener: s3:// shards read natively through obstore, as parallel ranged GETs in order.
+"""The object-store opener: s3://, gs:// and az:// shards read natively through obstore, as parallel
+ranged GETs handed out in byte order.
 
 Throughput from object storage comes from requests in flight, not from one stream: a shard read whole is
 fetched as ``part_size`` ranges, up to ``parts_in_flight`` of them at once (threads calling obstore, which
@@ -6,11 +7,12 @@ releases the GIL), and handed to the tar reader strictly in byte order. Trade-of
 process by ``bytes_in_flight`` across every open shard (``flight.py``: the shards the streamer's
 read-ahead opens ask for their first parts while the current one is read, within the same budget). A
 part whose answer is late is hedged (``hedge.py``), and every answer must be the span asked for (else an
-error, never retried: a server that rewrites Range will do it again). The object's ETag is pinned by a
-HEAD at open and every part must carry it (sent as If-Match and checked on the answer): an object replaced
-mid-read is an error, never spliced bytes. gs:// and az:// are not native yet (obstore has both stores);
-they, and every other scheme, stay on fsspec, and ``$SHARDSTREAM_S3_CLIENT=s3fs`` sends s3:// back there
-too. The packer's writes stay on fsspec.
+error, never retried: a server that rewrites Range will do it again). A stream opens with its first
+part's GET (``FIRST_PART``, smaller than the rest), whose answer pins the object's size and ETag; every
+later part must carry that ETag (sent as If-Match and checked on the answer): an object replaced
+mid-read is an error, never spliced bytes. Failures are classified and retried in ``objfailures.py``.
+Every other scheme stays on fsspec, and ``$SHARDSTREAM_<SCHEME>_CLIENT`` (``s3fs``, ``gcsfs``,
+``adlfs``) sends one of these back there too.
 """
 
 from __future__ import annotations

@@ -1,12 +1,20 @@
 """How shardstream reaches object stores natively (obstore): the options record and one store per bucket.
 
-Trade-off: credentials come only from the standard environment chain (``AWS_ACCESS_KEY_ID``/``SECRET``,
-web identity, container and instance credentials), read by obstore itself; nothing here holds or shows
-them, so a store cannot be handed keys in code (use the environment, as botocore's users do).
+S3 (``s3://BUCKET/KEY``), Google Cloud Storage (``gs://BUCKET/KEY``) and Azure Blob Storage
+(``az://CONTAINER/KEY``, the account from ``$AZURE_STORAGE_ACCOUNT_NAME``), each store made by its
+builder in ``BUILDERS``. Trade-off: credentials come only from each store's standard environment chain,
+read by obstore itself (AWS: ``AWS_ACCESS_KEY_ID``/``SECRET``, web identity, container and instance
+credentials; GCS: ``GOOGLE_APPLICATION_CREDENTIALS``/``GOOGLE_SERVICE_ACCOUNT``, the machine's account;
+Azure: ``AZURE_STORAGE_ACCOUNT_KEY``, ``AZURE_STORAGE_SAS_KEY``, a client secret, managed identity);
+nothing here holds or shows them, so a store cannot be handed keys in code. Endpoints, for a local
+server or another cloud: ``$AWS_ENDPOINT_URL_S3``, ``$GOOGLE_BASE_URL``, ``$AZURE_STORAGE_ENDPOINT``
+(an ``http://`` one is allowed as given).
 """
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -16,8 +24,10 @@ from shardstream.errors import ShardReadError
 from shardstream.sizes import parse_size
 
 CLIENT_ENV = "SHARDSTREAM_S3_CLIENT"  # "s3fs": s3:// back through fsspec/s3fs, as before obstore
+# Each scheme's way back to fsspec: $SHARDSTREAM_<SCHEME>_CLIENT set to its fsspec backend (or "fsspec").
+FSSPEC_BACKENDS = {"s3": "s3fs", "gs": "gcsfs", "az": "adlfs"}
+SCHEMES = tuple(FSSPEC_BACKENDS)
 INSTALL_HINT = "pip install obstore (or set SHARDSTREAM_S3_CLIENT=s3fs to read s3:// through s3fs)"
-SCHEMES = ("s3",)  # gs:// and az:// come later; they stay on fsspec until then
 # Where instance credentials would be asked for when $AWS_EC2_METADATA_DISABLED is set: a port that refuses
 # at once, so a machine without credentials fails in milliseconds instead of waiting on 169.254.169.254.
 _NO_METADATA = "http://127.0.0.1:1"
@@ -83,31 +93,62 @@ class ObjectStoreOptions:
                 raise ValueError(f"{name} must be > 0 seconds, not {getattr(self, name)}")
 
 
+def client_env(scheme: str) -> str:
+    """The variable that sends ``scheme://`` back to fsspec: ``$SHARDSTREAM_S3_CLIENT=s3fs`` and alike."""
+    return f"SHARDSTREAM_{scheme.upper()}_CLIENT"
+
+
+def forked() -> bool:
+    """Whether this process was forked from one that had used obstore (whose runtime does not survive)."""
+    return bool(_used_in) and _used_in[0] != os.getpid()
+
+
 def native(scheme: str) -> bool:
     """Whether ``scheme://`` objects are read through obstore (else through fsspec): not turned off by
-    ``$SHARDSTREAM_S3_CLIENT=s3fs``, and this process not forked from one that had used obstore."""
-    if scheme not in SCHEMES or os.environ.get(CLIENT_ENV, "obstore").strip().lower() == "s3fs":
+    ``$SHARDSTREAM_<SCHEME>_CLIENT`` (``s3fs``, ``gcsfs``, ``adlfs`` or ``fsspec``), and this process not
+    forked from one that had used obstore; obstore installed (else fsspec, as before it)."""
+    if scheme not in SCHEMES or not _has_obstore():
         return False
-    return not _used_in or _used_in[0] == os.getpid()
+    if os.environ.get(client_env(scheme), "obstore").strip().lower() in ("fsspec", FSSPEC_BACKENDS[scheme]):
+        return False
+    return not forked()
+
+
+@functools.cache
+def _has_obstore() -> bool:
+    """Whether obstore is installed (without importing it: its runtime starts only when used)."""
+    return importlib.util.find_spec("obstore") is not None
+
+
+def fork_hint(scheme: str) -> str | None:
+    """What to do when a process forked after obstore ran cannot fall back to fsspec (None: not that)."""
+    if scheme not in SCHEMES or not forked():
+        return None
+    return (
+        f"this process was forked after its parent read {scheme}:// through obstore, whose runtime does "
+        "not survive fork(), and fsspec's backend is not installed either: start the DataLoader's "
+        f"workers with multiprocessing_context='forkserver' (or 'spawn'), or pip install "
+        f"{FSSPEC_BACKENDS[scheme]}"
+    )
+
+
+def has_fsspec_backend(scheme: str) -> bool:
+    """Whether fsspec's backend for ``scheme`` (s3fs, gcsfs, adlfs) is installed."""
+    return importlib.util.find_spec(FSSPEC_BACKENDS[scheme]) is not None
 
 
 def metadata_native(scheme: str) -> bool:
     """Whether small objects (an index, a sidecar) of ``scheme://`` are read through obstore too.
 
-    Not while s3fs is installed: the main process then reads them with it (one GET), so it never starts
-    obstore's runtime and its fork-started DataLoader workers can read their shards natively.
+    Not while the scheme's fsspec backend (s3fs, gcsfs, adlfs) is installed: the main process then reads
+    them with it (one GET), so it never starts obstore's runtime and its fork-started DataLoader workers
+    can read their shards natively.
     """
-    if not native(scheme):
-        return False
-    try:
-        import s3fs  # noqa: F401
-    except ImportError:
-        return True
-    return False
+    return native(scheme) and not has_fsspec_backend(scheme)
 
 
 def split(url: str) -> tuple[str, str]:
-    """``s3://bucket/key`` as (bucket, key)."""
+    """``s3://bucket/key`` (``gs://``, ``az://container/key``) as (bucket, key)."""
     parts = urlparse(url)
     return parts.netloc, parts.path.lstrip("/")
 
@@ -116,39 +157,70 @@ def _true(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() in ("1", "true", "yes")
 
 
-def endpoint() -> str | None:
-    """The configured S3 endpoint (as botocore reads it), or None for AWS itself."""
+def endpoint(scheme: str = "s3") -> str | None:
+    """The configured endpoint of ``scheme``'s store (as its own tools read it), or None for the cloud's."""
+    if scheme == "gs":
+        return os.environ.get("GOOGLE_BASE_URL") or None
+    if scheme == "az":
+        if _true("AZURE_STORAGE_USE_EMULATOR"):
+            return "http://127.0.0.1:10000"  # Azurite's, which obstore takes on its own
+        return os.environ.get("AZURE_STORAGE_ENDPOINT") or os.environ.get("AZURE_ENDPOINT") or None
     if _true("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS"):
         return None
     return os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or None
 
 
+def _s3_store(bucket: str, where: str | None, client: dict[str, Any]) -> Any:
+    from obstore.store import S3Store
+
+    config: dict[str, Any] = {}
+    if where is not None:
+        config["endpoint"] = where
+    if _true("AWS_EC2_METADATA_DISABLED"):
+        config["metadata_endpoint"] = _NO_METADATA
+    return S3Store(bucket, config=config, client_options=client, retry_config={"max_retries": 0})
+
+
+def _gcs_store(bucket: str, where: str | None, client: dict[str, Any]) -> Any:
+    from obstore.store import GCSStore
+
+    # The endpoint and credentials come from the environment, which GCSStore reads itself.
+    return GCSStore(bucket, client_options=client, retry_config={"max_retries": 0})
+
+
+def _azure_store(container: str, where: str | None, client: dict[str, Any]) -> Any:
+    from obstore.store import AzureStore
+
+    return AzureStore(container, client_options=client, retry_config={"max_retries": 0})
+
+
+# One builder per scheme: (bucket or container, endpoint or None, client options) -> an obstore store. No
+# retries inside obstore: ours (``retries``, backoff with jitter) are the one budget, and they cover a body
+# that breaks mid-part too.
+BUILDERS = {"s3": _s3_store, "gs": _gcs_store, "az": _azure_store}
+
+
 def store_for(url: str, options: ObjectStoreOptions) -> Any:
-    """The obstore S3Store for ``url``'s bucket, one per process, bucket, endpoint and timeouts (a forked
-    worker makes its own: a client's connections must not be shared across a fork)."""
+    """The obstore store for ``url``'s bucket, one per process, scheme, bucket, endpoint and timeouts (a
+    forked worker makes its own: a client's connections must not be shared across a fork)."""
+    scheme = urlparse(url).scheme
     bucket, _ = split(url)
-    where = endpoint()
-    key = (os.getpid(), bucket, where, options.connect_timeout, options.request_timeout)
+    where = endpoint(scheme)
+    key = (os.getpid(), scheme, bucket, where, options.connect_timeout, options.request_timeout)
     store = _stores.get(key)
     if not _used_in:
         _used_in.append(os.getpid())
     if store is None:
         try:
-            from obstore.store import S3Store
+            import obstore  # noqa: F401
         except ImportError as exc:
-            raise ShardReadError(f"reading s3:// natively needs obstore: {INSTALL_HINT}", url=url) from exc
-        config: dict[str, Any] = {}
-        if where is not None:
-            config["endpoint"] = where
-        if _true("AWS_EC2_METADATA_DISABLED"):
-            config["metadata_endpoint"] = _NO_METADATA
+            raise ShardReadError(
+                f"reading {scheme}:// natively needs obstore: {INSTALL_HINT}", url=url
+            ) from exc
         client = {
             "allow_http": bool(where and where.lower().startswith("http://")),  # the user's own endpoint
             "connect_timeout": f"{options.connect_timeout}s",
             "timeout": f"{options.request_timeout}s",
         }
-        # No retries inside obstore: ours (``retries``, backoff with jitter) are the one budget, and they
-        # cover a body that breaks mid-part too.
-        store = S3Store(bucket, config=config, client_options=client, retry_config={"max_retries": 0})
-        _stores[key] = store
+        store = _stores[key] = BUILDERS[scheme](bucket, where, client)
     return store

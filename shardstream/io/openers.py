@@ -42,7 +42,8 @@ class OpenOptions:
     Fields: ``http`` (``HttpOptions`` for http(s) URLs), ``cache_dir`` (a folder where remote shards, indexes
     and sidecars are copied whole on first read, then read from; None: no cache), ``cache_size`` (bytes the
     cache keeps, the least recently used deleted first; None: no limit; ``of`` also takes text, "20GB"),
-    ``object_store`` (``ObjectStoreOptions`` for s3:// read natively: part size, parts in flight, retries).
+    ``object_store`` (``ObjectStoreOptions`` for s3://, gs:// and az:// read natively: part size, parts
+    in flight, retries).
     """
 
     http: HttpOptions = field(default_factory=HttpOptions)
@@ -127,7 +128,7 @@ def _open_fsspec(url: str, offset: int, options: OpenOptions) -> BinaryIO:
 
 
 def _open_object(url: str, offset: int, options: OpenOptions) -> BinaryIO:
-    if not native(scheme_of(url)):  # $SHARDSTREAM_S3_CLIENT=s3fs: the way back
+    if not native(scheme_of(url)):  # $SHARDSTREAM_S3_CLIENT=s3fs: the way back; or forked after obstore ran
         return _open_fsspec(url, offset, options)
     return ObjectStream(url, offset, options.object_store)  # type: ignore[return-value]
 
@@ -155,6 +156,8 @@ register_opener("pipe", _open_pipe)
 register_opener("http", _open_http)
 register_opener("https", _open_http)
 register_opener("s3", _open_object)
+register_opener("gs", _open_object)
+register_opener("az", _open_object)
 
 
 def _raw_open(url: str, offset: int, options: OpenOptions) -> BinaryIO:
