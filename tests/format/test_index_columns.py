@@ -221,12 +221,14 @@ def test_the_streamer_reads_a_version_2_index_as_it_reads_version_1(tmp_path, pa
     assert info.exit_code == 0 and json.loads(info.stdout)["shards"] == 4
 
 
-def test_an_index_over_http_reads_its_columns_file_beside_it(tmp_path, fault_server):
+def test_an_index_over_http_reads_its_columns_file_beside_it(tmp_path, fault_server, monkeypatch):
     path = write_dataset(fault_server.root / "d", [2, 3])
     DatasetIndex.load(path).save(path, columns=True)
     shards = ShardList.from_source(f"{fault_server.url}/d/{INDEX_NAME}")
     assert shards.counts.tolist() == [2, 3] and shards.urls[1] == f"{fault_server.url}/d/train-000001.tar"
     (fault_server.root / "d" / COLUMNS_NAME).unlink()
+    # Another node (a fresh metadata cache): this one keeps the columns file it read, as the same index's.
+    monkeypatch.setenv("SHARDSTREAM_CACHE", str(tmp_path / "another-node"))
     with pytest.raises(FormatError, match=f"{fault_server.url}/d/{COLUMNS_NAME}: missing"):
         ShardList.from_source(f"{fault_server.url}/d/{INDEX_NAME}")
 
