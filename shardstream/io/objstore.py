@@ -120,8 +120,11 @@ class ObjectStream(io.RawIOBase):
 
     Parts are asked for within this process's ``bytes_in_flight`` budget, shared with every other open
     stream: ahead of need only where it leaves room (at open, and after each part handed out), and, when
-    the reader has nothing in flight, by waiting for room. ``hedges``: the GETs sent again because their
-    answer was late (``hedge_after``).
+    the reader has nothing in flight, by waiting for room. A stream starts small and grows as it is read:
+    parts double from ``FIRST_PART`` to ``part_size`` (the first sample waits for little), and a stream
+    has two parts in flight until two have been handed out, then ``parts_in_flight`` (a shard opened ahead
+    of its turn holds two small parts, not the budget the shard being read needs). ``hedges``: the GETs sent
+    again because their answer was late (``hedge_after``).
     """
 
     def __init__(self, url: str, offset: int = 0, options: ObjectStoreOptions | None = None) -> None:
@@ -137,6 +140,7 @@ class ObjectStream(io.RawIOBase):
         self._current = memoryview(b"")
         self._pool = ThreadPoolExecutor(self.options.parts_in_flight, thread_name_prefix="shardstream-s3")
         self._requested = offset  # the first byte no part has asked for yet
+        self._asked = self._handed = 0  # parts asked for and handed to the reader: how far it has grown
         self._open(url, offset)
         self._fill()
 
@@ -165,6 +169,7 @@ class ObjectStream(io.RawIOBase):
         end = min(end, self.size)
         self._pending.append((self._pool.submit(self._body, answer, offset, end), end - offset))
         self._requested = end
+        self._asked = 1
 
     def _answer(self, start: int, end: int) -> Any:
         """The first GET's answer, its headers read and its span checked; None where the store has no span
@@ -197,13 +202,16 @@ class ObjectStream(io.RawIOBase):
     def _fill(self) -> None:
         """Ask for parts ahead of need until ``parts_in_flight`` are out, the object is all asked for, or
         the budget has no room to spare."""
-        while len(self._pending) < self.options.parts_in_flight and self._requested < self.size:
+        # Two parts handed out: the reader has it (a read-ahead takes one chunk), so all of them at once.
+        ahead = self.options.parts_in_flight if self._handed >= 2 else min(self.options.parts_in_flight, 2)
+        while len(self._pending) < ahead and self._requested < self.size:
             if not self._budget.take(self._next_size()):
                 return
             self._ask()
 
     def _next_size(self) -> int:
-        return min(self.size, self._requested + self.options.part_size) - self._requested
+        grown = min(self.options.part_size, FIRST_PART << min(self._asked, 40))
+        return min(self.size, self._requested + grown) - self._requested
 
     def _ask(self) -> None:
         """The next part, its room in the budget already taken."""
@@ -211,6 +219,7 @@ class ObjectStream(io.RawIOBase):
         end = start + self._next_size()
         self._pending.append((self._pool.submit(self._part, start, end), end - start))
         self._requested = end
+        self._asked += 1
 
     def _part(self, start: int, end: int) -> Any:
         store, key, etag, shown = self._store, self._key, self.etag, self.shown
@@ -234,6 +243,7 @@ class ObjectStream(io.RawIOBase):
                 self._budget.wait_for(self._next_size())  # nothing in flight: this reader's turn
                 self._ask()
             future, nbytes = self._pending.popleft()  # the next in byte order
+            self._handed += 1
             try:
                 self._current = memoryview(future.result()).cast("B")
             finally:

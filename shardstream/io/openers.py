@@ -133,6 +133,12 @@ def _open_object(url: str, offset: int, options: OpenOptions) -> BinaryIO:
     return ObjectStream(url, offset, options.object_store)  # type: ignore[return-value]
 
 
+def fetches_ahead(url: str) -> bool:
+    """Whether ``url``'s stream asks for its own bytes ahead once opened (an object store's parallel
+    parts): a read-ahead of it then needs only to open it."""
+    return _native(scheme_of(url)) and not is_compressed(url)
+
+
 def _native(scheme: str) -> bool:
     """Whether URLs of ``scheme`` are read through obstore (our opener registered, not turned off)."""
     return OPENERS.get(scheme) is _open_object and native(scheme)

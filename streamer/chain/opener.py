@@ -20,7 +20,15 @@ from shardstream.format import decode_offsets, iter_samples
 from shardstream.format.constants import BLOCK
 from shardstream.format.tarread import names_key, stale_sidecar
 from shardstream.format.window import MappedWindow, SpanWindow
-from shardstream.io.openers import OpenOptions, is_compressed, open_stream, read_range, read_small, seekable
+from shardstream.io.openers import (
+    OpenOptions,
+    fetches_ahead,
+    is_compressed,
+    open_stream,
+    read_range,
+    read_small,
+    seekable,
+)
 from shardstream.io.urls import local_path, scheme_of
 from shardstream.userwarn import warn_user
 
@@ -234,7 +242,11 @@ class ShardOpener:
                 segment = segments[ahead]
             except IndexError:
                 return
-            self._prefetcher.schedule(ahead, self._opener_for(segment))
+            # An object store's stream asks for its first parts itself once open: read one chunk of it
+            # ahead, not prefetch_bytes, which would grow it to the budget the shard being read needs.
+            url = self.shards.urls[segment.shard]
+            ahead_bytes = 1 if fetches_ahead(url) else None
+            self._prefetcher.schedule(ahead, self._opener_for(segment), ahead_bytes)
 
     def _opener_for(self, segment: Segment) -> Callable[[], tuple[Any, BinaryIO]]:
         def open_segment() -> tuple[Any, BinaryIO]:

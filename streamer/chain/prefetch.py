@@ -173,9 +173,13 @@ class Prefetcher:
         self.max_bytes = max_bytes
         self._streams: dict[int, ReadAhead] = {}
 
-    def schedule(self, key: int, open_stream: Callable[[], tuple[Any, BinaryIO]]) -> None:
+    def schedule(
+        self, key: int, open_stream: Callable[[], tuple[Any, BinaryIO]], max_bytes: int | None = None
+    ) -> None:
+        """Read segment ``key`` ahead: ``max_bytes`` of it (None: this prefetcher's own)."""
         if self.depth and key not in self._streams and len(self._streams) < self.depth:
-            self._streams[key] = ReadAhead(open_stream, max_bytes=self.max_bytes)
+            budget = self.max_bytes if max_bytes is None else max_bytes
+            self._streams[key] = ReadAhead(open_stream, max_bytes=budget)
 
     def take(self, key: int) -> ReadAhead | None:
         return self._streams.pop(key, None)
