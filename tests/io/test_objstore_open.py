@@ -84,3 +84,16 @@ def test_a_first_part_whose_body_breaks_is_asked_again(srv):
         assert stream.read() == data
     again = [r for r in srv.requests if _span(r) == (0, FIRST_PART - 1)]
     assert len(again) == 2 and again[0].fault == "drop" and again[1].fault is None
+
+
+def test_a_stream_holds_two_parts_until_its_reader_has_taken_two(srv):
+    data = os.urandom(40 << 20)
+    url = _put(srv, "open/ahead.tar", data)
+    srv.ttfb = 0.05  # parts stay in flight long enough to be counted
+    with ObjectStream(url, options=ObjectStoreOptions(parts_in_flight=4)) as stream:
+        first = stream.read(1 << 20)  # what a read-ahead takes: the first part
+        asked = len(srv.requests)  # logged as they arrive
+        assert asked <= 3, [_span(r) for r in srv.requests]  # the first, the second, and the third asked now
+        rest = stream.read()
+    assert first + rest == data
+    assert srv.max_concurrent(kind="range") == 4  # once read, parts_in_flight at once
