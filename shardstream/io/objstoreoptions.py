@@ -44,9 +44,9 @@ class ObjectStoreOptions:
 
     Fields: ``part_size`` (bytes per ranged GET of a shard read whole, default 8 MiB, reached by doubling
     from a first part of 1 MiB; text such as "16MiB" works), ``parts_in_flight`` (ranged GETs of one
-    shard in flight at once once its reader has it, default 16: with 30 ms to each answer's first byte
-    and 100 MB/s a connection, 16 gave 584 MB/s in one process where 8 gave 416; two while a shard is
-    only opened ahead of its turn),
+    shard in flight at once once its reader has it, two before; default 8: with 30 ms to each answer's
+    first byte and 100 MB/s a connection, 16 gave 577-584 MB/s in one process where 8 gave 416, but two
+    DataLoader workers at 16 each gave 329-379 MB/s where 8 gave 414-427: raise it for few readers),
     ``bytes_in_flight`` (the per-process budget, so per DataLoader worker, of shard bytes asked for and not
     yet handed to the tar reader, summed over every open shard, the ones read ahead included; default
     128 MiB, at least ``part_size``; text works; one ``part_size`` of it is kept for a shard whose reader
@@ -65,7 +65,7 @@ class ObjectStoreOptions:
     """
 
     part_size: int = 8 << 20
-    parts_in_flight: int = 16
+    parts_in_flight: int = 8
     bytes_in_flight: int = 128 << 20
     hedge_after: float | None = 0.5
     retries: int = 5
