@@ -40,27 +40,15 @@ def corpus(tmp_path_factory) -> Path:
 
 @pytest.fixture
 def served(
-    shaped_s3: ShapedS3Server, corpus: Path, tmp_path: Path, monkeypatch
+    pointed_s3: ShapedS3Server, corpus: Path, tmp_path: Path, monkeypatch
 ) -> Iterator[tuple[ShapedS3Server, str]]:
     """4 shards of 4 samples on the server; this process and its children pointed at it, with a node
     cache folder of the test's own ($SHARDSTREAM_CACHE, which workers and other ranks inherit)."""
-    pack(corpus, shaped_s3.root / "packed", PackOptions(max_count=4))
-    for name, value in shaped_s3.environment().items():
-        monkeypatch.setenv(name, value)
+    pack(corpus, pointed_s3.root / "packed", PackOptions(max_count=4))
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     monkeypatch.setenv("SHARDSTREAM_CACHE", str(tmp_path / "node-cache"))
-    _forget_s3fs_clients()  # the index is read through s3fs when installed: its clients keep their endpoint
-    shaped_s3.reset_log()
-    yield shaped_s3, f"s3://{shaped_s3.bucket}/packed/{INDEX}"
-    _forget_s3fs_clients()
-
-
-def _forget_s3fs_clients() -> None:
-    try:
-        import s3fs
-    except ImportError:
-        return
-    s3fs.S3FileSystem.clear_instance_cache()
+    pointed_s3.reset_log()
+    yield pointed_s3, f"s3://{pointed_s3.bucket}/packed/{INDEX}"
 
 
 def _on_disk(srv: ShapedS3Server) -> list[str]:

@@ -34,23 +34,11 @@ def corpus(tmp_path_factory) -> Path:
 
 
 @pytest.fixture
-def served(shaped_s3: ShapedS3Server, corpus: Path, monkeypatch) -> Iterator[tuple[ShapedS3Server, str]]:
+def served(pointed_s3: ShapedS3Server, corpus: Path) -> Iterator[tuple[ShapedS3Server, str]]:
     """8 shards of 2 samples (10-31 KiB: 5-16 parts of 2 KiB) in the server's folder, the process pointed
     at it."""
-    pack(corpus, shaped_s3.root / "packed", PackOptions(max_count=2))
-    for name, value in shaped_s3.environment().items():
-        monkeypatch.setenv(name, value)
-    _forget_s3fs_clients()  # the index is read through s3fs when installed: its clients keep their endpoint
-    yield shaped_s3, f"s3://{shaped_s3.bucket}/packed"
-    _forget_s3fs_clients()
-
-
-def _forget_s3fs_clients() -> None:
-    try:
-        import s3fs
-    except ImportError:
-        return
-    s3fs.S3FileSystem.clear_instance_cache()
+    pack(corpus, pointed_s3.root / "packed", PackOptions(max_count=2))
+    yield pointed_s3, f"s3://{pointed_s3.bucket}/packed"
 
 
 def _by_key(samples) -> dict[str, dict]:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -21,10 +20,8 @@ pytest.importorskip("obstore", reason="native s3:// needs obstore: pip install o
 
 
 @pytest.fixture
-def srv(shaped_s3: ShapedS3Server, monkeypatch) -> Iterator[ShapedS3Server]:
-    for name, value in shaped_s3.environment().items():
-        monkeypatch.setenv(name, value)
-    yield shaped_s3
+def srv(pointed_s3: ShapedS3Server) -> ShapedS3Server:
+    return pointed_s3
 
 
 def _span(request) -> tuple[int, int]:

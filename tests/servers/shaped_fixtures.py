@@ -18,3 +18,24 @@ def shaped_s3(tmp_path: Path) -> Iterator[ShapedS3Server]:
     root.mkdir()
     with ShapedS3Server(root) as server:
         yield server
+
+
+@pytest.fixture
+def pointed_s3(shaped_s3: ShapedS3Server, monkeypatch) -> Iterator[ShapedS3Server]:
+    """``shaped_s3`` with this process and its children pointed at it (endpoint, dummy credentials), and
+    s3fs's cached clients forgotten before and after: the index is read through s3fs when installed, and
+    a client keeps the endpoint it was made with."""
+    for name, value in shaped_s3.environment().items():
+        monkeypatch.setenv(name, value)
+    forget_s3fs_clients()
+    yield shaped_s3
+    forget_s3fs_clients()
+
+
+def forget_s3fs_clients() -> None:
+    """Drop s3fs's cached filesystems (each holds the endpoint it was made with)."""
+    try:
+        import s3fs
+    except ImportError:
+        return
+    s3fs.S3FileSystem.clear_instance_cache()

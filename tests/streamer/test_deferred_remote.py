@@ -34,13 +34,9 @@ FAST = ObjectStoreOptions(retries=3, backoff=0.01, max_backoff=0.05)
 
 
 @pytest.fixture
-def served(shaped_s3: ShapedS3Server, tmp_path: Path, monkeypatch) -> Iterator[tuple[ShapedS3Server, str]]:
-    write_dataset(shaped_s3.root / "d", COUNTS, payload=200)
-    for name, value in shaped_s3.environment().items():
-        monkeypatch.setenv(name, value)
-    _forget_s3fs_clients()  # the index is read through s3fs when installed: its clients keep their endpoint
-    yield shaped_s3, f"s3://{shaped_s3.bucket}/d/{INDEX}"
-    _forget_s3fs_clients()
+def served(pointed_s3: ShapedS3Server, tmp_path: Path) -> Iterator[tuple[ShapedS3Server, str]]:
+    write_dataset(pointed_s3.root / "d", COUNTS, payload=200)
+    yield pointed_s3, f"s3://{pointed_s3.bucket}/d/{INDEX}"
 
 
 @pytest.fixture
@@ -48,14 +44,6 @@ def http_server(tmp_path: Path) -> Iterator[FaultServer]:
     (tmp_path / "www").mkdir()
     with FaultServer(tmp_path / "www") as server:
         yield server
-
-
-def _forget_s3fs_clients() -> None:
-    try:
-        import s3fs
-    except ImportError:
-        return
-    s3fs.S3FileSystem.clear_instance_cache()
 
 
 def _samples(source, **kwargs) -> list[tuple[str, dict[str, bytes]]]:
