@@ -5,6 +5,7 @@
 - ``prefetch.py``: read-ahead of the next shards in a background thread.
 - ``reader.py``: ``SampleReader``, a worker's segments read as samples, in order.
 - ``deferred.py``: deferred reads (the buffer holds ids; ``Fetch`` reads a sample as it leaves).
+- ``coalesce.py``: deferred reads of remote shards, coalesced into ranged GETs of many samples.
 - ``shuffle.py``: ``ShuffleBuffer``, a bounded shuffle whose state names samples, not bytes.
 - ``mapper.py``: ``Mapper``, a function (decoding, above all) applied to every sample.
 - ``recovery.py``: the error policy: raise, or skip, count and owe a stand-in.
