@@ -124,13 +124,16 @@ def test_a_shard_opened_while_another_holds_the_budget_gets_a_part_before_that_o
     a, b = "packed/train-000000.tar", "packed/train-000001.tar"
     srv.reset_log()
     got: dict[str, bytes] = {}
-    with (
-        ObjectStream(f"{url}/train-000000.tar", 0, options) as first,
-        ObjectStream(f"{url}/train-000001.tar", 0, options) as second,
-    ):
-        ahead = threading.Thread(target=lambda: got.setdefault(b, _read_all(second)))
+
+    def read_ahead() -> None:  # opened once A holds the budget, as the streamer's read-ahead opens it
+        with ObjectStream(f"{url}/train-000001.tar", 0, options) as second:
+            got[b] = _read_all(second)
+
+    with ObjectStream(f"{url}/train-000000.tar", 0, options) as first:
+        start = first.read(part)  # A reads on: its parts now hold the budget
+        ahead = threading.Thread(target=read_ahead)
         ahead.start()
-        got[a] = _read_all(first)
+        got[a] = start + _read_all(first)
         ahead.join(10)
     assert got == {a: (srv.root / a).read_bytes(), b: (srv.root / b).read_bytes()}
     ranges = _shard_ranges(srv)
