@@ -130,7 +130,8 @@ def test_a_shard_opened_while_another_holds_the_budget_gets_a_part_before_that_o
             got[b] = _read_all(second)
 
     with ObjectStream(f"{url}/train-000000.tar", 0, options) as first:
-        start = first.read(3 * part)  # two parts handed out: A asks for 4 at once, the whole budget
+        start = b"".join(first.read(part) for _ in range(3))  # two parts handed out: A asks for 4 at
+        # once, the whole budget
         ahead = threading.Thread(target=read_ahead)
         ahead.start()
         got[a] = start + _read_all(first)
