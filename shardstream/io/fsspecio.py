@@ -1,9 +1,17 @@
-"""fsspec URLs (s3://, gs://, hf://, memory://, ...): streams and ranged reads, every failure named by URL."""
+"""fsspec URLs (s3://, gs://, hf://, memory://, ...): streams and ranged reads, every failure named by URL.
+
+Trade-off of the fork rule below: a forked child (a DataLoader worker) keeps the filesystems it inherited
+alive, unused, for its whole life. fsspec drops them from its cache in a new process, and dropping an
+s3fs filesystem closes its connection pool, whose sockets the parent still uses: after a loader with
+fork-started workers, the parent's next read waited out a dead connection (15 s, then the GET again).
+"""
 
 from __future__ import annotations
 
 import contextlib
 import io
+import os
+import sys
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlparse
@@ -11,6 +19,24 @@ from urllib.parse import urlparse
 from shardstream.errors import ShardNotFoundError, ShardReadError, redact_url
 
 from .objstoreoptions import fork_hint
+
+_INHERITED: list[Any] = []  # in a forked child: the parent's filesystems, kept so none closes its pool
+
+
+def _keep_inherited_filesystems() -> None:
+    """After fork, in the child: hold every cached fsspec filesystem so that fsspec's per-process cache
+    reset does not finalize it (s3fs closes its aiohttp pool then, sockets shared with the parent)."""
+    spec = sys.modules.get("fsspec.spec")
+    if spec is None:
+        return
+    pending = [spec.AbstractFileSystem]
+    while pending:
+        cls = pending.pop()
+        pending.extend(cls.__subclasses__())
+        _INHERITED.extend(getattr(cls, "_cache", {}).values())
+
+
+os.register_at_fork(after_in_child=_keep_inherited_filesystems)
 
 INSTALL_HINT = "pip install fsspec (plus e.g. s3fs for s3://, gcsfs for gs://, huggingface_hub for hf://)"
 
