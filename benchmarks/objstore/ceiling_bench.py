@@ -21,7 +21,6 @@ import argparse
 import asyncio
 import os
 import random
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -41,6 +40,7 @@ from harness.report import (
     versions,
     write_marker,
 )
+from shaped_server import Server
 
 MB = 1_000_000
 PART = 8 * 1024 * 1024  # the range size the issue measures with
@@ -62,32 +62,6 @@ def make_data(root: Path, objects: int, size: int) -> list[str]:
                 f.write(rotated[: min(len(rotated), size - start)])
     write_marker(root, params)
     return keys
-
-
-def serve(root: str, ttfb: float, rate: float | None) -> None:
-    """Child side: run the server, print its URL, serve until stdin closes."""
-    sys.path.insert(0, str(REPO))
-    from tests.servers.shaped_s3 import ShapedS3Server
-
-    with ShapedS3Server(Path(root), ttfb=ttfb, rate=rate) as srv:
-        print(srv.endpoint_url, flush=True)
-        sys.stdin.read()
-
-
-class ServerProcess:
-    """The shaped server in a child process: ``with ServerProcess(root, ttfb, rate) as url:``."""
-
-    def __init__(self, root: Path, ttfb: float, rate: float | None) -> None:
-        self.args = [str(root), str(ttfb), str(rate or 0)]
-
-    def __enter__(self) -> str:
-        cmd = [sys.executable, __file__, "--serve", *self.args]
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=REPO)
-        return self.proc.stdout.readline().strip()
-
-    def __exit__(self, *exc: object) -> None:
-        self.proc.stdin.close()
-        self.proc.wait(10)
 
 
 async def read_all(store: Any, keys: list[str], size: int, inflight: int) -> dict[str, float]:
@@ -235,11 +209,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="4 x 32 MB, one round")
     parser.add_argument("--data", type=Path, default=Path("/tmp/shardstream-objstore-ceiling"))
     parser.add_argument("--results", type=Path, default=RESULTS)
-    parser.add_argument("--serve", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.serve:
-        root, ttfb, rate = args.serve
-        return serve(root, float(ttfb), float(rate) or None)
     if args.quick:
         args.objects, args.size_mb, args.repeats = 4, 32, 1
     for name in ("objects", "size_mb", "repeats", "ttfb_ms", "rate_mb_s"):
@@ -250,16 +220,16 @@ def main() -> None:
     print(f"data: {args.objects} x {args.size_mb} MB under {args.data}", file=sys.stderr)
     os.environ["AWS_EC2_METADATA_DISABLED"] = "true"  # no wait on a cloud metadata address
 
-    with ServerProcess(args.data, 0.0, None) as url:
-        unshaped = measure(url, keys, size, args.inflight, args.repeats)
-    with ServerProcess(args.data, args.ttfb_ms / 1000, args.rate_mb_s * MB) as url:
-        shaped = measure(url, keys, size, args.inflight, args.repeats)
+    with Server(args.data, 0.0, None) as srv:
+        unshaped = measure(srv.url, keys, size, args.inflight, args.repeats)
+    with Server(args.data, args.ttfb_ms / 1000, args.rate_mb_s * MB) as srv:
+        shaped = measure(srv.url, keys, size, args.inflight, args.repeats)
 
     rows = ceiling_rows(args, shaped, unshaped)
     machine = {**machine_facts(), "versions": versions("obstore")}
     result = new_result(args.quick, " ".join(["python3", *sys.argv]), machine)
     result.update(
-        args={k: v for k, v in vars(args).items() if k not in ("serve", "data", "results")},
+        args={k: v for k, v in vars(args).items() if k not in ("data", "results")},
         rows=rows,
         per_connection_fraction=per_connection_fraction(args),
     )

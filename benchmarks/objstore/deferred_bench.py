@@ -23,10 +23,8 @@ Data: ``--data`` (default /tmp/shardstream-objstore-deferred), generated once an
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -46,6 +44,7 @@ from harness.report import (
     versions,
     write_marker,
 )
+from shaped_server import Server, shard_gets
 
 MB = 1_000_000
 SHARDS = 4
@@ -78,42 +77,6 @@ def make_data(root: Path, samples: int) -> int:
         DatasetIndex(shard_pattern("train", SHARDS), entries).save(root / INDEX_NAME)
         write_marker(root, params)
     return sum(p.stat().st_size for p in root.glob("train-*.tar"))
-
-
-def serve(root: str, ttfb: float, rate: float) -> None:
-    """Child side: serve ``root``'s parent as the bucket; on each stdin line print the shard GETs since the
-    last one (kinds and count) as JSON; stop when stdin closes."""
-    sys.path.insert(0, str(REPO))
-    from tests.servers.shaped_s3 import ShapedS3Server
-
-    with ShapedS3Server(Path(root).parent, ttfb=ttfb, rate=rate) as srv:
-        print(srv.endpoint_url, srv.bucket, flush=True)
-        for _ in sys.stdin:
-            gets = [r for r in srv.requests if r.path.endswith(".tar") and r.method == "GET"]
-            print(json.dumps({"gets": len(gets), "requests": len(srv.requests)}), flush=True)
-            srv.reset_log()
-
-
-class ServerProcess:
-    """The shaped server in a child process; ``counts()`` the shard GETs since the last call."""
-
-    def __init__(self, root: Path, ttfb: float, rate: float) -> None:
-        self.args = [str(root), str(ttfb), str(rate)]
-
-    def __enter__(self) -> ServerProcess:
-        cmd = [sys.executable, __file__, "--serve", *self.args]
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=REPO)
-        self.url, self.bucket = self.proc.stdout.readline().split()
-        return self
-
-    def counts(self) -> dict[str, int]:
-        self.proc.stdin.write("\n")
-        self.proc.stdin.flush()
-        return json.loads(self.proc.stdout.readline())
-
-    def __exit__(self, *exc: object) -> None:
-        self.proc.stdin.close()
-        self.proc.wait(10)
 
 
 def epoch(source: str, span: int | None, ahead: int | None, defer: bool) -> tuple[int, int, float]:
@@ -159,7 +122,7 @@ def one_get_per_sample(source: str, limit: int) -> tuple[int, float]:
     return len(ids), time.perf_counter() - began
 
 
-def run(args: argparse.Namespace, srv: ServerProcess) -> dict[str, Any]:
+def run(args: argparse.Namespace, srv: Server) -> dict[str, Any]:
     source = f"s3://{srv.bucket}/{args.data.name}/shardstream-index.json"
     rows = []
     cases = [(f"deferred, span {m} MiB", m << 20, None, True) for m in SPANS_MIB]
@@ -167,17 +130,17 @@ def run(args: argparse.Namespace, srv: ServerProcess) -> dict[str, Any]:
     best: dict[str, dict[str, Any]] = {}
     for _ in range(args.repeats):
         for name, span, ahead, defer in cases:
-            srv.counts()
+            srv.reset()
             count, size, seconds = epoch(source, span, ahead, defer)
-            gets = srv.counts()["gets"]
+            gets = shard_gets(srv.spans())
             row = {"case": name, "samples": count, "member_bytes": size, "seconds": seconds, "gets": gets}
             print(f"{name}: {count} samples in {seconds:.2f} s, {gets} GETs", file=sys.stderr)
             if name not in best or seconds < best[name]["seconds"]:
                 best[name] = row
     rows = list(best.values())
-    srv.counts()
+    srv.reset()
     single, seconds = one_get_per_sample(source, args.single)
-    gets = srv.counts()["gets"]
+    gets = shard_gets(srv.spans())
     rows.append(
         {
             "case": "one GET per sample",
@@ -245,18 +208,15 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="20,000 samples, one round")
     parser.add_argument("--data", type=Path, default=Path("/tmp/shardstream-objstore-deferred/d"))
     parser.add_argument("--results", type=Path, default=RESULTS)
-    parser.add_argument("--serve", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.serve:
-        root, ttfb, rate = args.serve
-        return serve(root, float(ttfb), float(rate))
     if args.quick:
         args.samples, args.repeats, args.single = 20_000, 1, 100
     for name in ("samples", "single", "repeats", "ttfb_ms", "rate_mb_s"):
         if not getattr(args, name) > 0:
             raise ValueError(f"--{name.replace('_', '-')} must be > 0, got {getattr(args, name)}")
     tar_bytes = make_data(args.data, args.samples)
-    with ServerProcess(args.data, args.ttfb_ms / 1000, args.rate_mb_s * MB) as srv:
+    # The server's bucket is the data folder's parent: the index is at s3://bucket/<data folder's name>/
+    with Server(args.data.parent, args.ttfb_ms / 1000, args.rate_mb_s * MB) as srv:
         sys.path.insert(0, str(REPO))
         from tests.servers.s3 import s3_environment
 
@@ -265,7 +225,7 @@ def main() -> None:
     machine = {**machine_facts(), "versions": versions("obstore")}
     result = new_result(args.quick, " ".join(["python3", *sys.argv]), machine)
     result.update(
-        args={k: v for k, v in vars(args).items() if k not in ("serve", "data", "results")},
+        args={k: v for k, v in vars(args).items() if k not in ("data", "results")},
         tar_bytes=tar_bytes,
         **measured,
     )

@@ -56,7 +56,7 @@ from harness.report import machine_facts, marker_matches, stamp, write_marker
 from harness.sources import snapshot_sources, source_fingerprint
 from peers_data import sample_bytes
 from peers_report import report
-from peers_server import Server, request_facts
+from shaped_server import Server, request_facts
 
 HERE = Path(__file__).resolve().parent
 MB = 1_000_000

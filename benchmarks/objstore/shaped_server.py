@@ -1,4 +1,6 @@
-"""The object-store peers benchmark's server: the shaped S3 server in a child process, every request timed.
+"""The object-store benchmarks' server: the shaped S3 server in a child process, every request timed.
+
+One for the ceiling, deferred and peers benches, so their figures come from the same server set-up.
 
 Trade-off: the times come from wrapping the server's per-request handler (``Exchange.respond``) in the
 child, so the log says when each request started and ended at the server (requests in flight, when the
@@ -122,6 +124,11 @@ def request_facts(
 
 def is_data(path: str) -> bool:
     return path.endswith(".tar") or path.endswith(".bin")
+
+
+def shard_gets(spans: list[list[Any]]) -> int:
+    """GETs of shard bytes (whole or ranged) among ``spans``."""
+    return sum(1 for s in spans if s[2] in SHARD_KINDS and s[3].endswith(".tar"))
 
 
 if __name__ == "__main__":
