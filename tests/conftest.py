@@ -29,6 +29,12 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Corpus:
     return make_corpus(tmp_path_factory.mktemp("corpus") / "c", 24)
 
 
+def members_by_key(samples) -> dict[str, dict]:
+    """Each sample's members (its ``__`` fields left out) under its key: what two reads of one dataset
+    must agree on."""
+    return {s["__key__"]: {k: v for k, v in s.items() if not k.startswith("__")} for s in samples}
+
+
 def expected_from_directory(root: Path) -> dict[str, dict[str, bytes]]:
     """What packing a folder must give, computed straight from the files."""
     out: dict[str, dict[str, bytes]] = {}

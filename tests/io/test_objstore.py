@@ -21,6 +21,7 @@ from shardstream.io.objstoreoptions import ObjectStoreOptions
 from shardstream.io.openers import OPENERS, OpenOptions, open_stream, read_range
 from shardstream_cli.demo.synth import make_corpus
 from streamer import ShardDataset
+from tests.conftest import members_by_key
 
 if TYPE_CHECKING:
     from tests.servers.s3 import S3Bucket
@@ -119,20 +120,16 @@ def packed(tmp_path_factory) -> Path:
     return root / "packed"
 
 
-def _by_key(samples) -> dict[str, dict]:
-    return {s["__key__"]: {k: v for k, v in s.items() if not k.startswith("__")} for s in samples}
-
-
 def test_shards_from_s3_give_the_samples_from_disk_with_two_workers(s3_bucket: S3Bucket, packed: Path):
     """A forkserver's workers are fresh interpreters: they read their shards through obstore."""
     url = s3_bucket.upload(packed, "objstore/packed")
-    on_disk = _by_key(ShardDataset(str(packed / INDEX), decode=False, shuffle=False))
+    on_disk = members_by_key(ShardDataset(str(packed / INDEX), decode=False, shuffle=False))
     multiprocessing.forkserver._forkserver._stop()  # type: ignore[attr-defined]
     dataset = ShardDataset(f"{url}/{INDEX}", decode=False, seed=3)
     loader = DataLoader(dataset, batch_size=None, num_workers=2, multiprocessing_context="forkserver")
     samples = list(loader)
     assert len(samples) == len(on_disk) == 12
-    assert _by_key(samples) == on_disk
+    assert members_by_key(samples) == on_disk
 
 
 def test_the_way_back_to_s3fs(s3_bucket: S3Bucket, packed: Path, monkeypatch):
@@ -141,7 +138,8 @@ def test_the_way_back_to_s3fs(s3_bucket: S3Bucket, packed: Path, monkeypatch):
     with open_stream(f"{url}/train-000000.tar") as stream:
         assert not isinstance(stream, ObjectStream)
     samples = list(ShardDataset(f"{url}/{INDEX}", decode=False, shuffle=False))
-    assert _by_key(samples) == _by_key(ShardDataset(str(packed / INDEX), decode=False, shuffle=False))
+    local = ShardDataset(str(packed / INDEX), decode=False, shuffle=False)
+    assert members_by_key(samples) == members_by_key(local)
 
 
 def test_403_fails_at_once_naming_the_url_without_credentials(s3_bucket: S3Bucket, monkeypatch):
@@ -166,6 +164,6 @@ def test_fork_started_workers_after_obstore_ran_here_still_read_every_sample(
     assert read_range(f"{url}/train-000000.tar", 0, 512)  # obstore has run in this process
     dataset = ShardDataset(f"{url}/{INDEX}", decode=False, seed=4)
     loader = DataLoader(dataset, batch_size=None, num_workers=2, multiprocessing_context="fork")
-    on_disk = _by_key(ShardDataset(str(packed / INDEX), decode=False, shuffle=False))
+    on_disk = members_by_key(ShardDataset(str(packed / INDEX), decode=False, shuffle=False))
     samples = list(loader)
-    assert len(samples) == 12 and _by_key(samples) == on_disk
+    assert len(samples) == 12 and members_by_key(samples) == on_disk

@@ -19,6 +19,7 @@ from shardstream.errors import ShardReadError
 from shardstream.io.objstoreoptions import has_fsspec_backend
 from shardstream_cli.demo.synth import make_corpus
 from streamer import ShardDataset
+from tests.conftest import members_by_key
 from tests.servers.shaped_s3 import ShapedS3Server
 
 pytest.importorskip("obstore", reason="native gs:// and az:// need obstore: pip install obstore")
@@ -57,11 +58,7 @@ def azure(tmp_path: Path, corpus: Path, monkeypatch) -> Iterator[tuple[ShapedS3S
 
 def _on_disk(folder: Path) -> dict[str, dict]:
     local = ShardDataset(str(folder / INDEX), decode=False, shuffle=False)
-    return {s["__key__"]: {k: v for k, v in s.items() if not k.startswith("__")} for s in local}
-
-
-def _by_key(samples) -> dict[str, dict]:
-    return {s["__key__"]: {k: v for k, v in s.items() if not k.startswith("__")} for s in samples}
+    return members_by_key(local)
 
 
 @pytest.mark.parametrize("store", ["gcs", "azure"])
@@ -69,7 +66,7 @@ def test_every_sample_once_and_byte_identical_in_obstores_ranged_gets(store, req
     srv, url = request.getfixturevalue(store)
     folder = srv.root / ("packed" if store == "gcs" else "data/packed")
     samples = list(ShardDataset(f"{url}/{INDEX}", decode=False, seed=3))
-    assert len(samples) == 12 and _by_key(samples) == _on_disk(folder)
+    assert len(samples) == 12 and members_by_key(samples) == _on_disk(folder)
     shards = [r for r in srv.requests if r.path.endswith(".tar")]
     assert {r.path.rsplit("/", 1)[-1] for r in shards} == {p.name for p in folder.glob("*.tar")}
     assert all(r.headers.get("user-agent", "").startswith("object_store/") for r in shards)

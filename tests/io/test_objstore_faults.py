@@ -19,6 +19,7 @@ from shardstream.io.objstoreoptions import ObjectStoreOptions
 from shardstream.io.openers import OpenOptions, open_stream, read_range
 from shardstream_cli.demo.synth import make_corpus
 from streamer import ShardDataset
+from tests.conftest import members_by_key
 from tests.servers.shaped_s3 import ShapedS3Server
 
 pytest_plugins = ["tests.servers.shaped_fixtures"]
@@ -39,12 +40,8 @@ def served(pointed_s3: ShapedS3Server, corpus: Path) -> Iterator[tuple[ShapedS3S
     yield pointed_s3, f"s3://{pointed_s3.bucket}/packed"
 
 
-def _by_key(samples) -> dict[str, dict]:
-    return {s["__key__"]: {k: v for k, v in s.items() if not k.startswith("__")} for s in samples}
-
-
 def _on_disk(srv: ShapedS3Server) -> dict[str, dict]:
-    return _by_key(ShardDataset(str(srv.root / "packed" / INDEX), decode=False, shuffle=False))
+    return members_by_key(ShardDataset(str(srv.root / "packed" / INDEX), decode=False, shuffle=False))
 
 
 def _read_natively(srv: ShapedS3Server) -> set[str]:
@@ -72,7 +69,7 @@ def test_a_connection_dropped_mid_shard_resumes_with_every_sample_intact(served)
     started = time.monotonic()
     samples = list(ShardDataset(f"{url}/{INDEX}", decode=False, shuffle=False))
     assert time.monotonic() - started < 10
-    assert len(samples) == 16 and _by_key(samples) == _on_disk(srv)
+    assert len(samples) == 16 and members_by_key(samples) == _on_disk(srv)
     reads = [r for r in srv.requests if r.path == f"/{srv.bucket}/{key}" and r.method == "GET"]
     assert [r.fault for r in reads][:1] == ["drop"] and 0 < reads[0].bytes_sent < size
     assert len(reads) >= 2 and reads[-1].fault is None and reads[-1].status in (200, 206)  # the retry
@@ -151,7 +148,7 @@ def test_shard_dataset_takes_object_store_options(served):
     srv.reset_log()
     options = ObjectStoreOptions(part_size=1024, parts_in_flight=2)
     ds = ShardDataset(f"{url}/{INDEX}", decode=False, shuffle=False, prefetch=0, object_store=options)
-    assert _by_key(ds) == _on_disk(srv)
+    assert members_by_key(ds) == _on_disk(srv)
     ranges = [r for r in srv.requests if r.path == f"/{srv.bucket}/{key}" and r.kind == "range"]
     spans = [tuple(int(n) for n in r.range.removeprefix("bytes=").split("-")) for r in ranges]
     assert all(last + 1 - first <= 1024 for first, last in spans)

@@ -19,6 +19,7 @@ from shardstream.io.objstoreoptions import ObjectStoreOptions
 from shardstream.io.openers import OpenOptions, read_range
 from shardstream_cli.demo.synth import make_corpus
 from streamer import ShardDataset
+from tests.conftest import members_by_key
 from tests.servers.shaped_s3 import ShapedS3Server
 
 pytest_plugins = ["tests.servers.shaped_fixtures"]
@@ -41,12 +42,8 @@ def served(pointed_s3: ShapedS3Server, corpus: Path) -> Iterator[tuple[ShapedS3S
     yield pointed_s3, f"s3://{pointed_s3.bucket}/packed"
 
 
-def _by_key(samples) -> dict[str, dict]:
-    return {s["__key__"]: {k: v for k, v in s.items() if not k.startswith("__")} for s in samples}
-
-
 def _on_disk(srv: ShapedS3Server) -> dict[str, dict]:
-    return _by_key(ShardDataset(str(srv.root / "packed" / INDEX), decode=False, shuffle=False))
+    return members_by_key(ShardDataset(str(srv.root / "packed" / INDEX), decode=False, shuffle=False))
 
 
 def _shard_ranges(srv: ShapedS3Server) -> list:
@@ -71,7 +68,7 @@ def test_bytes_in_flight_stay_within_one_budget_across_the_shards_read_ahead(ser
     options = ObjectStoreOptions(part_size=PART, parts_in_flight=8, bytes_in_flight=budget, hedge_after=None)
     srv.reset_log()
     ds = ShardDataset(f"{url}/{INDEX}", decode=False, shuffle=False, prefetch=2, object_store=options)
-    assert _by_key(ds) == _on_disk(srv)
+    assert members_by_key(ds) == _on_disk(srv)
     most = srv.max_concurrent(kind="range", path_suffix=".tar")
     assert most <= budget // PART, f"{most} parts of {PART} bytes in flight at once, budget {budget}"
     assert most >= 2  # parts did go out in parallel
@@ -96,7 +93,7 @@ def test_the_next_shards_first_part_is_asked_for_while_the_current_one_is_read(s
     )
     srv.reset_log()
     ds = ShardDataset(f"{url}/{INDEX}", decode=False, shuffle=False, prefetch=1, object_store=options)
-    assert _by_key(ds) == _on_disk(srv)
+    assert members_by_key(ds) == _on_disk(srv)
     ranges = _shard_ranges(srv)
     shards = sorted({r.path for r in ranges})
     assert len(shards) == 8
