@@ -98,6 +98,11 @@ def classified(exc: Exception, shown: str, offset: int | None) -> Exception:
 
     if isinstance(exc, FileNotFoundError):
         return ShardNotFoundError("not found (no such object, or no such bucket)", url=shown)
+    refused_here = isinstance(exc, (ValueError, TypeError, OverflowError))
+    if refused_here and not isinstance(exc, obstore_errors.BaseError):
+        # obstore refused the arguments before any request (a range off 0..2^64): asking again cannot help
+        why = f"the request could not be made ({reason(exc)}): a damaged or hostile offset?"
+        return ShardReadError(why, url=shown, offset=offset)
     if isinstance(exc, obstore_errors.PreconditionError):
         return changed(shown, offset)
     if isinstance(exc, (obstore_errors.PermissionDeniedError, obstore_errors.UnauthenticatedError)):

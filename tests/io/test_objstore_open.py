@@ -11,7 +11,7 @@ import time
 import pytest
 
 from shardstream.errors import ShardReadError
-from shardstream.io.objstore import FIRST_PART, ObjectStream
+from shardstream.io.objstore import FIRST_PART, ObjectStream, read_object_range
 from shardstream.io.objstoreoptions import ObjectStoreOptions
 from tests.servers.shaped_s3 import ShapedS3Server
 
@@ -96,3 +96,15 @@ def test_a_stream_holds_two_parts_until_its_reader_has_taken_two(srv):
         rest = stream.read()
     assert first + rest == data
     assert srv.max_concurrent(kind="range") == 4  # once read, parts_in_flight at once
+
+
+def test_a_byte_range_obstore_cannot_send_fails_at_once_not_after_retries(srv):
+    url = _put(srv, "open/range.bin", b"x" * 5000)
+    started = time.monotonic()
+    with pytest.raises(ShardReadError, match="could not be made") as caught:
+        ObjectStream(url, offset=-1)  # a damaged or hostile sidecar's offset
+    assert caught.value.offset == -1
+    with pytest.raises(ShardReadError, match="could not be made"):
+        read_object_range(url, 10, 1 << 70, ObjectStoreOptions())
+    assert time.monotonic() - started < 1  # refused, not retried with backoff (5 retries took 5-6 s)
+    assert srv.requests == []  # nothing was sent
