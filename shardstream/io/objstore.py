@@ -83,7 +83,7 @@ def read_object_range(url: str, start: int, end: int, options: ObjectStoreOption
     if end <= start:
         return b""
     shown = redact_url(url)
-    store, key = store_for(url, options), split(url)[1]
+    store, key = store_for(url, options), object_key(url, shown)
     hedging = (options.hedge_after, None)
     return bytes(
         attempts(shown, start, options, lambda: _get(store, key, (start, end), None, shown, hedging))
