@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import io
 import mmap
+import time
 from typing import Any, BinaryIO
+
+from .io.iostats import IO, thread_clock
 
 CHUNK = 1 << 20
 
@@ -51,12 +54,17 @@ def read_into(stream: BinaryIO, view: memoryview) -> int:
     Only a stream without its own readinto falls back to read(): an error raised *inside* readinto is the
     stream's to report, and retrying through read() could wait on data that will never come.
     """
+    clock, started = thread_clock(), time.perf_counter()  # once a chunk: the loader's statistics
     readinto = getattr(stream, "readinto", None)
     if readinto is not None and getattr(type(stream), "readinto", None) not in _ABSTRACT_READINTO:
-        return readinto(view)
-    data = stream.read(len(view))
-    view[: len(data)] = data
-    return len(data)
+        count = readinto(view)
+    else:
+        data = stream.read(len(view))
+        view[: len(data)] = data
+        count = len(data)
+    clock.add_io(time.perf_counter() - started)
+    IO.bytes += count or 0
+    return count
 
 
 # io.RawIOBase's readinto only raises: a subclass that implements read() alone must be read through it.

@@ -11,6 +11,7 @@ import os
 from typing import BinaryIO
 
 from ..buffers import CHUNK, CHUNKS, anonymous_map, read_into
+from ..io.iostats import IO
 
 TAKE_PIECE = 16 << 20  # the most one read of a large member asks for: memory follows the bytes that come
 
@@ -135,4 +136,7 @@ class MappedWindow(SpanWindow):
             mapping = ShardMapping.of(stream.fileno(), os.path.abspath(stream.name))  # type: ignore[attr-defined]
         except (AttributeError, OSError, ValueError, TypeError):  # no descriptor or name (HTTP, gzip), empty
             return None
-        return cls(mapping, start) if len(mapping) > start else None
+        if len(mapping) <= start:
+            return None
+        IO.bytes += len(mapping) - start  # read by the kernel as members are touched: counted once, here
+        return cls(mapping, start)

@@ -20,6 +20,7 @@ from urllib3.exceptions import HTTPError
 from shardstream.errors import ShardNotFoundError, ShardReadError
 
 from .httpoptions import HEADERS_ENV, HttpOptions, redact, url_credentials
+from .iostats import IO
 from .metadata import read_capped
 from .responses import (
     certificate_problem,
@@ -73,6 +74,7 @@ class HttpStream(io.RawIOBase):
         self, reason: str, retry_after: float | None = None, cause: BaseException | None = None
     ) -> None:
         """Count a failed attempt: wait (backoff with jitter) and return, or raise when out of retries."""
+        IO.retries += 1
         self._failures += 1
         if self._failures > self.options.retries:
             message = f"{reason}; gave up after {self.options.retries} retries"
@@ -109,6 +111,7 @@ class HttpStream(io.RawIOBase):
                 validator = if_range(self._validators)
                 if validator is not None:
                     headers["If-Range"] = validator
+            IO.requests += 1
             try:
                 response = pool.request(
                     "GET",

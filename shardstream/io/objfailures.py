@@ -16,6 +16,7 @@ from urllib.parse import urlparse
 
 from shardstream.errors import ShardNotFoundError, ShardReadError, redact_url
 
+from .iostats import IO
 from .objstoreoptions import ObjectStoreOptions
 
 __all__ = [
@@ -150,6 +151,7 @@ def attempts(shown: str, offset: int, options: ObjectStoreOptions, call: Any) ->
             if not isinstance(failure, Retry):
                 raise failure from exc
             failures += 1
+            IO.retries += 1
             if failures > options.retries:
                 message = f"{failure}; gave up after {options.retries} retries"
                 raise ShardReadError(message, url=shown, offset=offset) from exc

@@ -27,6 +27,7 @@ from shardstream.errors import ShardNotFoundError, ShardReadError, redact_url
 
 from .flight import budget_for
 from .hedge import first_answer
+from .iostats import IO
 from .metadata import over_cap
 from .objfailures import Retry, attempts, changed, checked_span, reason, status_of, wrong_span
 from .objstoreoptions import ObjectStoreOptions, split, store_for
@@ -47,6 +48,7 @@ def _get(
     options: dict[str, Any] = {"range": (start, end)}
     if etag is not None:
         options["if_match"] = etag  # the server refuses another version (412)...
+    IO.requests += 1
     result = first_answer(lambda: obstore.get(store, key, options=options), *hedging)
     if etag is not None and result.meta.get("e_tag") != etag:  # ...and one that ignores If-Match is caught
         raise changed(shown, start)
@@ -231,6 +233,7 @@ class ObjectStream(io.RawIOBase):
     def _count_hedge(self) -> None:
         with self._counting:  # parts in several threads may count at once
             self.hedges += 1
+            IO.hedges += 1
 
     def readable(self) -> bool:
         return True

@@ -12,6 +12,7 @@ import os
 import shlex
 import shutil
 import subprocess
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
@@ -22,6 +23,7 @@ from shardstream.sizes import parse_size
 
 from .fsspecio import cat, open_at
 from .http import HttpOptions, HttpStream, read_http, redact
+from .iostats import IO, thread_clock
 from .localfiles import NotRegularFile, open_regular
 from .metacache import node_cache
 from .metadata import over_cap, read_capped
@@ -259,6 +261,7 @@ def read_range(
 ) -> bytes:
     """Bytes [start, end) of an object: one pread locally, one bounded Range request over HTTP or fsspec;
     with a cache, from the cached copy (``sha256``: what a fresh fetch must hash to, as ``open_stream``)."""
+    clock, started = thread_clock(), time.perf_counter()
     options = options or OpenOptions()
     scheme = scheme_of(url)
     if scheme == "file":
@@ -285,6 +288,8 @@ def read_range(
         raise ShardReadError(
             f"ends after {len(data)} of the {end - start} bytes asked for", url=redact(url), offset=start
         )
+    IO.bytes += len(data)
+    clock.add_io(time.perf_counter() - started)
     return data
 
 
