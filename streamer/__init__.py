@@ -15,6 +15,7 @@ _EXPORTS = {
     "HttpOptions": "shardstream.io.httpoptions",
     "MixSource": "streamer.mixture.source",
     "Mixture": "streamer.mixture.mixture",
+    "MonitorOptions": "streamer.stats.options",
     "ObjectStoreOptions": "shardstream.io.objstoreoptions",
     "OpenOptions": "shardstream.io.openers",
     "Padded": "streamer.batch.collate",
@@ -30,6 +31,7 @@ _EXPORTS = {
     "raw_collate": "streamer.batch.rawbatch",
     "register_decoder": "streamer.decode.registry",
     "register_opener": "shardstream.io.openers",
+    "watch": "streamer.stats.watch",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -5,11 +5,13 @@ Placed after the shuffle buffer, so the buffer holds compact bytes rather than d
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from shardstream.errors import StreamError
 
+from ..stats.timers import decode_clock
 from .node import Item, Node, state_keys_of
 from .recovery import Recovery
 
@@ -38,10 +40,14 @@ class Mapper(Node):
     def _generate(self, state: dict[str, Any] | None) -> Iterator[Item]:
         self.source.reset(state["source"] if state else None)  # type: ignore[union-attr]
         fn, recovery = self.fn, self.recovery
+        clock, now = decode_clock(), time.perf_counter  # the loader's statistics: two reads a sample
         for shard, index, sample in self.source:  # type: ignore[union-attr]
+            started = now()
             try:
                 out = fn(sample)
             except StreamError as exc:
                 recovery.after_sample_error(exc, shard, index)
                 continue
+            finally:
+                clock.decode += now() - started
             yield shard, index, out

@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import os
 import stat
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO
@@ -20,6 +21,7 @@ from shardstream.format import decode_offsets, iter_samples
 from shardstream.format.constants import BLOCK
 from shardstream.format.tarread import names_key, stale_sidecar
 from shardstream.format.window import MappedWindow, SpanWindow
+from shardstream.io.iostats import IO, thread_clock
 from shardstream.io.openers import (
     OpenOptions,
     fetches_ahead,
@@ -136,8 +138,15 @@ class ShardOpener:
 
     def sample_offset(self, shard: int, index: int) -> int | None:
         """Byte offset of a sample's first header, when the sidecar is there."""
-        offsets = self.offsets(shard)
-        return int(offsets[index]) if offsets is not None and index < len(offsets) else None
+        return _offset_at(self.offsets(shard), index)
+
+    def known_offset(self, shard: int, index: int) -> int | None:
+        """``sample_offset`` from the offsets already loaded, or None: safe from another thread."""
+        return _offset_at(self._offsets_cache.get(shard), index)
+
+    def shown_url(self, shard: int) -> str:
+        """The shard's URL as errors show it (credentials cut out)."""
+        return redact_url(self.shards.urls[shard])
 
     def load_offsets(self, shard: int) -> Any:
         """Thread-safe: touches no opener state (the read-ahead thread calls it too)."""
@@ -184,13 +193,20 @@ class ShardOpener:
 
     def samples(self, shard: int, first: int, ready: ReadAhead | None = None) -> tuple[Samples, BinaryIO]:
         """Samples of a shard from index ``first``, and the stream to close after them."""
-        if ready is not None:
-            offsets = ready.wait_opened()
-            self._keep_offsets(shard, offsets)
-            stream: BinaryIO = ready  # type: ignore[assignment]
-        else:
-            offsets = self.offsets(shard)
-            stream = self._open(shard, first, offsets)
+        IO.shards += 1
+        clock, started = thread_clock(), time.perf_counter()
+        clock.opening = True  # the reads opening makes are its time, counted once, here
+        try:
+            if ready is not None:
+                offsets = ready.wait_opened()
+                self._keep_offsets(shard, offsets)
+                stream: BinaryIO = ready  # type: ignore[assignment]
+            else:
+                offsets = self.offsets(shard)
+                stream = self._open(shard, first, offsets)
+        finally:
+            clock.opening = False
+            clock.open += time.perf_counter() - started
         start_byte = int(offsets[first]) if offsets is not None and first < len(offsets) else 0
         ends = offsets[first + 1 :] if offsets is not None else None
         url = self.shards.urls[shard]
@@ -256,10 +272,23 @@ class ShardOpener:
         return open_segment
 
     def take_ahead(self, k: int) -> ReadAhead | None:
-        """Segment k's read-ahead, if one was started (then its stream is the caller's)."""
-        return self._prefetcher.take(k) if self._prefetcher is not None else None
+        """Segment k's read-ahead, if one was started (then its stream is the caller's); counted a hit when
+        there is one, a miss when read-ahead is on and there is none."""
+        if self._prefetcher is None:
+            return None
+        ready = self._prefetcher.take(k)
+        if ready is None:
+            IO.readahead_misses += 1
+        else:
+            IO.readahead_hits += 1
+        return ready
 
     def close(self) -> None:
         if self._prefetcher is not None:
             self._prefetcher.close()
             self._prefetcher = None
+
+
+def _offset_at(offsets: Any, index: int) -> int | None:
+    """Sample ``index``'s byte offset in ``offsets`` (a sidecar's array), or None without one."""
+    return int(offsets[index]) if offsets is not None and index < len(offsets) else None

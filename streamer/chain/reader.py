@@ -132,6 +132,15 @@ class SampleReader(Node):
             self._position = position
             yield item
 
+    def where(self) -> tuple[str, int | None] | None:
+        """The shard URL (credentials cut out) this reader is in and the byte offset of the sample it is on
+        (None when the sidecar is not loaded), or None past its segments. For a watchdog in another
+        thread: reads attributes and caches only, loads nothing."""
+        segment = self._segment_at(self._segment)
+        if segment is None:
+            return None
+        return self.opener.shown_url(segment.shard), self.opener.known_offset(segment.shard, self._position)
+
     def _segment_at(self, k: int) -> Segment | None:
         try:
             return self.segments[k]

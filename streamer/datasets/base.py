@@ -10,12 +10,18 @@ from __future__ import annotations
 import copy
 import operator
 from collections.abc import Iterator, Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from torch.utils.data import IterableDataset, get_worker_info
 
 from ..chain.node import Node
 from ..elastic.restore import loader_dataset_states
+from ..stats.options import MonitorOptions
+from ..stats.sampler import counted, flushed_at_end, source_counter, watch_iteration
+from ..stats.table import total
+from ..stats.verdict import verdict
+from ..stats.watchdog import Watchdog, readers_where, who_is
 from .options import Placement
 from .shared import SharedState
 
@@ -41,6 +47,7 @@ class StreamBase(IterableDataset):
         self._shared = SharedState()
         self._pending: dict[str, Any] | None = None  # a loaded state, until the next iteration reads it
         self._chain: tuple[Node, int, Place] | None = None  # the chain in use, its epoch and place
+        self.monitor = MonitorOptions()  # statistics and the watchdog (the datasets' monitor= sets it)
 
     def __iter__(self) -> Iterator[Any]:
         info = get_worker_info()
@@ -55,7 +62,39 @@ class StreamBase(IterableDataset):
         chain = self._assemble(place, epoch)
         chain.reset(node_state)
         self._chain = (chain, epoch, place)
-        return map(_sample_of, chain)  # the per-sample loop runs in C
+        samples = map(_sample_of, chain)  # the per-sample loop runs in C
+        return self._monitored(samples, chain, place, in_worker=info is not None)
+
+    def _monitored(
+        self, samples: Iterator[Any], chain: Node, place: Place, *, in_worker: bool
+    ) -> Iterator[Any]:
+        """``samples``, watched by this process's sampler (statistics, the watchdog) unless it is off."""
+        monitor = self.monitor
+        if not monitor.interval:
+            return samples
+        samples, counter = counted(samples)
+        watchdog = None
+        if monitor.watchdog is not None:
+            rank, world, worker, workers = place
+            who = who_is(rank, world, worker if in_worker else None, workers)
+            watchdog = Watchdog(monitor.watchdog, who, partial(readers_where, chain))
+        sources = source_counter(chain)
+        meter = watch_iteration(self._shared.stats, monitor.interval, counter, watchdog, sources)
+        return flushed_at_end(samples, meter, counter)
+
+    def stats(self) -> dict[str, Any]:
+        """Where the loader's time went, per process (``workers``: ``"main"`` and each DataLoader worker by
+        number) and summed (``total``), with the ``verdict``; plain numbers (see ``streamer/stats``).
+        Seconds come from clocks (``streamer/stats/sampler.py`` says which); counts are exact. Cumulative
+        from the first iteration."""
+        rows = self._shared.stats.rows()
+        stats: dict[str, Any] = {"workers": rows, "total": total(rows)}
+        names = self._source_names()
+        if names:  # a Mixture's samples handed out per source, over every process
+            per_source = self._shared.stats.sources(len(names))
+            stats["sources"] = {name: {"samples": n} for name, n in zip(names, per_source, strict=False)}
+        stats["verdict"] = verdict(stats)
+        return stats
 
     def _start(self, pending: dict[str, Any] | None, place: Place) -> tuple[int, Any] | None:
         """The epoch to read and the chain state to start from, given the loaded state (None: none)."""
@@ -64,6 +103,10 @@ class StreamBase(IterableDataset):
     def _assemble(self, place: Place, epoch: int) -> Node:
         """This place's chain for ``epoch``."""
         raise NotImplementedError
+
+    def _source_names(self) -> Sequence[str]:
+        """The sources whose samples ``stats`` counts apart, in the reader's order (none: one dataset)."""
+        return ()
 
     def load_state_dict(self, state: Any) -> None:
         """Each dataset's own: continue where ``state`` stood, or raise ValueError."""

@@ -45,6 +45,7 @@ from ..placement.segments import (
     shard_order,
 )
 from ..placement.shards import ShardList
+from ..stats.options import MonitorOptions
 from .base import Place, StreamBase
 from .options import Errors, Placement, Reading, default_prefetch
 from .shardresume import ShardResume
@@ -95,6 +96,9 @@ class ShardDataset(ShardResume, StreamBase):
     (``"pack"``: costs sum to at most N; ``"pad"``: count x largest at most N), ``batch_window`` (samples
     the batcher chooses among; None: 64 to pack, 1,024 to pad), ``overlong`` (a sample over N: ``"skip"``,
     ``"truncate"`` (its ``__cost__`` is N: cut it to that) or ``"error"``).
+
+    Monitoring (``streamer/stats/``): ``monitor`` (``MonitorOptions(interval=, watchdog=)``; None or
+    True: statistics on, watchdog off; False: off): ``ds.stats()`` then says where the time went.
     """
 
     def __init__(
@@ -131,8 +135,10 @@ class ShardDataset(ShardResume, StreamBase):
         batching: str = "pack",
         batch_window: int | None = None,
         overlong: str = "skip",
+        monitor: MonitorOptions | bool | None = None,
     ) -> None:
         super().__init__()
+        self.monitor = MonitorOptions.of(monitor)
         self.error_handling = Errors(on_error=on_error, keep_length=keep_length)
         self.placement = Placement.of(shuffle, seed, remainder, resampled, rank, world_size)
         # Headers go to the source's own origins only.

@@ -1,4 +1,4 @@
-"""State shared by the main process and its DataLoader workers: the epoch and the error counters.
+"""State shared by the main process and its DataLoader workers: the epoch, the error counters, the statistics.
 
 It lives in shared memory, so ``set_epoch`` reaches persistent workers and errors counted in workers are
 readable from the dataset in the main process. Pickled outside a process start, it becomes a plain copy.
@@ -19,7 +19,7 @@ from multiprocessing.context import get_spawning_popen
 from multiprocessing.sharedctypes import RawArray
 from typing import Any
 
-from torch.utils.data import get_worker_info
+from ..stats.table import WORKER_ROWS, StatsTable, process_row
 
 # samples_overlong: over a token budget, left out or cut (overlong=); samples_left_out: what a budgeted
 # epoch's batches had no room for (streamer/budget/batcher.py).
@@ -31,7 +31,6 @@ COUNTERS = (
     "samples_overlong",
     "samples_left_out",
 )
-WORKER_ROWS = 256  # rows for DataLoader workers; the main process has one more
 _EPOCH = 0  # the epoch, written by the main process only; then the rows of counters
 
 
@@ -39,6 +38,7 @@ class SharedState:
     def __init__(self, epoch: int = 0) -> None:
         self._values = RawArray("q", 1 + (1 + WORKER_ROWS) * len(COUNTERS))
         self._values[_EPOCH] = epoch
+        self.stats = StatsTable()  # what each process's sampler measured (streamer/stats)
 
     @property
     def epoch(self) -> int:
@@ -50,9 +50,7 @@ class SharedState:
 
     def add(self, name: str, count: int = 1) -> None:
         """Count in this process's own row: no other process writes there."""
-        info = get_worker_info()
-        row = 0 if info is None else 1 + info.id % WORKER_ROWS
-        self._values[1 + row * len(COUNTERS) + COUNTERS.index(name)] += count
+        self._values[1 + process_row() * len(COUNTERS) + COUNTERS.index(name)] += count
 
     def counts(self) -> dict[str, int]:
         """Every counter summed over the main process and the workers."""
@@ -61,13 +59,14 @@ class SharedState:
 
     def __getstate__(self) -> dict[str, Any]:
         if get_spawning_popen() is not None:
-            return {"shared": self._values}
-        return {"epoch": self.epoch, "counts": self.counts()}
+            return {"shared": self._values, "stats": self.stats}
+        return {"epoch": self.epoch, "counts": self.counts(), "stats": self.stats}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         if "shared" in state:
-            self._values = state["shared"]
+            self._values, self.stats = state["shared"], state["stats"]
             return
         self.__init__(state["epoch"])  # type: ignore[misc]
+        self.stats = state.get("stats", self.stats)
         for name, count in state["counts"].items():
             self._values[1 + COUNTERS.index(name)] = count

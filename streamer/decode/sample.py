@@ -24,6 +24,7 @@ from shardstream.errors import DecodeError, short_reason
 from shardstream.mediatypes import IMAGE_FORMATS
 from shardstream.sizes import parse_size
 
+from ..stats.timers import KIND_EVERY, decode_clock, kind_of, timed_into
 from .fields import Fields
 from .gunzip import GUNZIP_MAX_BYTES, gunzip
 from .image import IMAGE_MAX_PIXELS, LISTED_FORMATS, turbo_jpeg
@@ -111,12 +112,19 @@ class SampleDecoder:
         self._table = _decoder_table(options)
         self._fields: Fields | None = options.fields  # type: ignore[assignment]  # parsed by DecodeOptions
         self._resolved: dict[str, Decoder] = {}
+        self._timed: dict[str, Decoder] = {}  # the same decoders, each timed into its kind (statistics)
 
     def __call__(self, sample: dict[str, Any]) -> dict[str, Any]:
-        if self._fields is not None:
-            return self._decode_fields(sample, self._fields)
-        out: dict[str, Any] = {}
+        # One sample in KIND_EVERY goes through decoders timed one by one: the split of decoding time by
+        # kind of member (streamer/stats/timers.py); the others cost one decrement.
+        clock = decode_clock()
+        clock.countdown -= 1
         resolved = self._resolved
+        if not clock.countdown:
+            clock.countdown, resolved = KIND_EVERY, self._timed
+        if self._fields is not None:
+            return self._decode_fields(sample, self._fields, resolved)
+        out: dict[str, Any] = {}
         name = ""
         try:  # one try around the loop, not a call per member: this is the per-sample hot path
             for name, value in sample.items():
@@ -126,7 +134,7 @@ class SampleDecoder:
                     fn = resolved.get(name)
                     if fn is None:
                         # Member names repeat from sample to sample: look each one up once.
-                        fn = resolved[name] = self._resolve(name)
+                        fn = resolved[name] = self._looked_up(name, resolved)
                     out[name] = fn(value)
                 elif isinstance(value, (bytearray, memoryview)):
                     out[name] = self._resolve(name)(bytes(value))
@@ -138,7 +146,9 @@ class SampleDecoder:
             raise _failed(sample, name, exc) from exc
         return out
 
-    def _decode_fields(self, sample: dict[str, Any], fields: Fields) -> dict[str, Any]:
+    def _decode_fields(
+        self, sample: dict[str, Any], fields: Fields, resolved: dict[str, Decoder]
+    ) -> dict[str, Any]:
         """Each entry's member, decoded by its own name (a png as a png), under the entry's name."""
         picked = fields.pick(sample)  # a MissingMemberError naming every member the sample holds
         out = {k: v for k, v in sample.items() if k.startswith("__")}
@@ -147,9 +157,9 @@ class SampleDecoder:
             for name, member in picked:
                 value = sample[member]
                 if isinstance(value, (bytes, bytearray, memoryview)):
-                    fn = self._resolved.get(member)
+                    fn = resolved.get(member)
                     if fn is None:
-                        fn = self._resolved[member] = self._resolve(member)
+                        fn = resolved[member] = self._looked_up(member, resolved)
                     value = fn(value if type(value) is bytes else bytes(value))
                 out[name] = value  # (not bytes: decoded already, by an earlier stage)
         except ImportError:
@@ -157,6 +167,11 @@ class SampleDecoder:
         except Exception as exc:
             raise _failed(sample, member, exc) from exc
         return out
+
+    def _looked_up(self, name: str, resolved: dict[str, Decoder]) -> Decoder:
+        """The decoder for ``name`` as ``resolved`` keeps it: plain, or timed into the member's kind."""
+        fn = self._resolve(name)
+        return partial(timed_into, fn, kind_of(name)) if resolved is self._timed else fn
 
     def _resolve(self, name: str) -> Decoder:
         """The decoder for a member name: by full name, then by its last part; ``.gz`` unwraps first."""

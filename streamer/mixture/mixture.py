@@ -24,6 +24,7 @@ from ..chain.node import Node, saved_state_of
 from ..datasets.base import StreamBase
 from ..datasets.options import Errors, Placement, Reading, default_prefetch
 from ..datasets.saved import check_chain_state
+from ..stats.options import MonitorOptions
 from .budget import MixtureBudget, budget_deal, check_budgeted, mixture_steps, token_shares
 from .chain import build_chain
 from .config import load_mixture
@@ -58,6 +59,8 @@ class Mixture(StreamBase):
     ``defer_reads``: ShardDataset's; a source's window then holds large samples' ids, read as they leave.
     ``stratify``: the DataLoader's batch size B; every batch then holds floor or ceil of each source's
     share (None: the plain order, within one sample of each share at every prefix).
+
+    ``monitor`` is ShardDataset's (statistics, the watchdog: ``ds.stats()``).
 
     Token budgets (every source's index needs a cost column, ``pack --cost FIELD``; ``budget.py``):
     ``batch_tokens``, ``batching``, ``batch_window`` and ``overlong`` are ShardDataset's: each item is then
@@ -94,8 +97,10 @@ class Mixture(StreamBase):
         batch_window: int | None = None,
         overlong: str = "skip",
         weight_by: str = "samples",
+        monitor: MonitorOptions | bool | None = None,
     ) -> None:
         super().__init__()
+        self.monitor = MonitorOptions.of(monitor)
         check_options(sources, max_open=max_open, stratify=stratify)
         budget_options = budget_options_of(batch_tokens, batching, batch_window, overlong)
         check_budgeted(budget_options, stratify=stratify, weight_by=weight_by)
@@ -285,6 +290,9 @@ class Mixture(StreamBase):
         self._pending, self._ended_epoch = loaded.pending, loaded.ended_epoch
 
     # -- iteration -------------------------------------------------------------------------------------
+    def _source_names(self) -> Sequence[str]:
+        return self.names
+
     def _start(self, pending: dict[str, Any] | None, place: Place) -> tuple[int, Any] | None:
         epoch, node_state, self._restored = resume_point(self.shape, pending, place, self.epoch)
         if node_state == FINISHED:  # a changed mixture loaded after its epoch's end: nothing left of it

@@ -88,6 +88,11 @@ class MixtureReader(Node):
     def read_one(self, shard: int, index: int) -> Any:
         return self.sources[source_of(self._bases, shard)].read_one(shard, index)
 
+    def source_counts(self) -> list[int]:
+        """Samples each source has handed out this epoch (to within the chunk picked ahead): for the
+        statistics, read from another thread; a copy."""
+        return list(self._order.counts)
+
     def touch(self, source: SourceWindows) -> None:
         """``source`` is in use: it keeps its reader open, and the least recently used beyond ``max_open``
         close theirs."""

@@ -1,0 +1,71 @@
+"""One reading thread's clocks over one iteration: where its wall time went, by stage, from clocks only.
+
+``Reading`` is made in the reading thread when an iteration begins (it takes that thread's own clocks)
+and read from the sampler's thread: seconds opening, waiting on bytes and decoding (the loader's
+clocks), its CPU clock, and the kernel's run-queue delay. Trade-off: the stages are wall time as the
+clocks saw it; what none of them covers is split between waiting for a CPU (known on Linux) and idle.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from shardstream.io.iostats import ThreadClock, thread_clock
+
+from .timers import DecodeClock, decode_clock
+
+
+def thread_cpu(ident: int | None) -> float | None:
+    """Seconds of CPU the thread ``ident`` has used, or None where the platform cannot tell (or it ended)."""
+    if ident is None:
+        return None
+    try:
+        return time.clock_gettime(time.pthread_getcpuclockid(ident))
+    except (AttributeError, OSError):
+        return None
+
+
+def run_delay(schedstat: str) -> float | None:
+    """Seconds the thread whose ``schedstat`` file this is has waited on a run queue, or None (not Linux,
+    or the thread is gone)."""
+    try:
+        with open(schedstat, "rb") as handle:
+            return int(handle.read().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+class Reading:
+    """What a meter reads of one reading thread for one iteration: its ident, clocks and CPU time, and
+    where each stood when the iteration began (so neither a forked worker's inherited numbers nor the
+    thread's work between iterations count)."""
+
+    def __init__(self, ident: int) -> None:
+        self.ident = ident
+        self.clock: ThreadClock = thread_clock()  # called in the reading thread: its own
+        self.decoding: DecodeClock = decode_clock()
+        self.schedstat = f"/proc/self/task/{threading.get_native_id()}/schedstat"
+        self.base = (self.clock.open, self.clock.io, self.decoding.decode, thread_cpu(ident) or 0.0)
+        self.delay_base = run_delay(self.schedstat) or 0.0
+        self.run_queue = 0.0  # all the run-queue delay, as of the last ``seconds``
+        self.kinds_base = dict(self.decoding.kinds)
+
+    def seconds(self, wall: float) -> tuple[dict[str, float], dict[str, float]]:
+        """(stage seconds, decode seconds by kind) since the iteration began, ``wall`` seconds ago."""
+        opened, waited, decoded, cpu_base = self.base
+        opening, io = self.clock.open - opened, self.clock.io - waited
+        decode = self.decoding.decode - decoded
+        cpu = thread_cpu(self.ident)
+        used = max(0.0, (cpu - cpu_base) if cpu is not None else decode)
+        other = max(0.0, min(used - decode, wall - opening - io - decode))
+        delay = run_delay(self.schedstat)
+        self.run_queue = max(0.0, delay - self.delay_base) if delay is not None else 0.0
+        left = max(0.0, wall - opening - io - decode - other)
+        cpu_wait = min(self.run_queue, left)  # a wait inside a timed stage stays that stage's
+        idle = left - cpu_wait
+        kinds = {k: v - self.kinds_base.get(k, 0.0) for k, v in self.decoding.kinds.items()}
+        measured = sum(kinds.values())
+        split = {k: decode * v / measured for k, v in kinds.items()} if measured > 0 else {}
+        stages = {"open": opening, "io": io, "decode": decode, "other": other, "cpu_wait": cpu_wait}
+        return stages | {"idle": idle}, split
