@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import textwrap
 import time
 from collections import Counter
 from typing import Annotated, Any
@@ -12,6 +13,7 @@ import typer
 from shardstream.errors import ShardstreamError, redact_url
 
 from .common import JsonFlag, QuietFlag, echo_json, fail, plain_warnings
+from .profile import LiveLine, breakdown
 
 Source = Annotated[
     str,
@@ -43,6 +45,16 @@ DeferReads = Annotated[
         show_default=False,
     ),
 ]
+Profile = Annotated[
+    bool,
+    typer.Option(
+        "--profile",
+        help="Say where the loader's time goes: a live line on stderr (samples/s, MB/s, time waiting "
+        "for data, the verdict so far), then per process the seconds opening shards, waiting on bytes, "
+        "decoding, in its own CPU and idle, the counts, the wait per batch and a verdict on what holds "
+        "it back. With --json: streamer.watch(loader).stats() instead of the summary.",
+    ),
+]
 
 
 def stream_command(
@@ -55,6 +67,7 @@ def stream_command(
     on_error: OnError = "raise",
     zero_copy: ZeroCopy = False,
     defer_reads: DeferReads = None,
+    profile: Profile = False,
     quiet: QuietFlag = False,
     as_json: JsonFlag = False,
 ) -> None:
@@ -65,6 +78,8 @@ def stream_command(
     Example: shardstream stream https://host/data/shardstream-index.json
 
     Example: shardstream stream configs/mixture-example.yaml --json (a mixture: samples per source too)
+
+    Example: shardstream stream shards/ --workers 4 --profile (is the loader the bottleneck?)
     """
     try:
         with plain_warnings():  # a weight-0 source's note, on_error="warn"'s skips
@@ -80,11 +95,14 @@ def stream_command(
                 defer_reads=defer_reads,
             )
             shown = not (quiet or (as_json and not sys.stderr.isatty()))
-            count, members, sources, seconds = _read(
-                dataset, workers, limit, zero_copy=zero_copy, shown=shown
+            count, members, sources, seconds, watched = _read(
+                dataset, workers, limit, zero_copy=zero_copy, shown=shown, profile=profile
             )
     except (ShardstreamError, ValueError) as exc:
         raise fail(str(exc)) from exc
+    if watched is not None and as_json:
+        echo_json(watched.stats())  # the breakdown instead of the summary: one JSON document on stdout
+        return
     summary = {
         "source": redact_url(source),
         "samples": count,
@@ -98,11 +116,21 @@ def stream_command(
     if as_json:
         echo_json(summary)
         return
-    typer.echo(f"{count} samples in {seconds:.2f}s ({summary['samples_per_s']} samples/s)")
-    typer.echo(f"members: {summary['members']}")
-    if "sources" in summary:
-        typer.echo(f"sources: {summary['sources']}")
-    typer.echo(f"errors:  {summary['errors']}")
+    _print(summary, watched)
+
+
+def _print(summary: dict[str, Any], watched: Any) -> None:
+    """The summary for people, in 80 columns; with ``watched`` (--profile), the breakdown after it."""
+    typer.echo(
+        f"{summary['samples']} samples in {summary['seconds']:.2f}s ({summary['samples_per_s']} samples/s)"
+    )
+    for label in ("members", "sources", "errors"):
+        if label in summary:  # name=count pairs, wrapped: a dict's repr ran past 80 columns
+            pairs = ", ".join(f"{name}={value}" for name, value in summary[label].items())
+            typer.echo(textwrap.fill(f"{label + ':':<8} {pairs}", 80, subsequent_indent=" " * 9))
+    if watched is not None:
+        typer.echo("")
+        typer.echo("\n".join(breakdown(watched.stats())))
 
 
 def is_mixture(source: str) -> bool:
@@ -148,39 +176,64 @@ def _dataset(
 
 
 def _read(
-    dataset: Any, workers: int, limit: int | None, *, zero_copy: bool = False, shown: bool = False
-) -> tuple[int, Counter[str], Counter[str], float]:
+    dataset: Any,
+    workers: int,
+    limit: int | None,
+    *,
+    zero_copy: bool = False,
+    shown: bool = False,
+    profile: bool = False,
+) -> tuple[int, Counter[str], Counter[str], float, Any]:
     """Read up to ``limit`` samples through a DataLoader: (samples, members seen by name, samples by source
-    for a mixture, seconds). ``zero_copy`` samples are read here, or from workers in batches of 64 by
-    ``raw_collate``: torch's default_convert would turn each memoryview into a list of its ints.
-    ``shown``: a progress bar on stderr, of this rank's samples per epoch where the index counts them."""
-    from torch.utils.data import DataLoader
+    for a mixture, seconds, the ``streamer.watch`` of the loader when ``profile``, else None).
+    ``shown``: a progress bar on stderr, of this rank's samples per epoch where the index counts them;
+    with ``profile``, the live line (``profile.py``) instead."""
     from tqdm import tqdm
 
-    if zero_copy and not workers:
-        stream: Any = dataset
-    elif zero_copy:
-        from streamer import raw_collate
+    from streamer import watch
 
-        loader = DataLoader(dataset, batch_size=64, num_workers=workers, collate_fn=raw_collate)
-        stream = (sample for batch in loader for sample in batch)
-    else:
-        stream = DataLoader(dataset, batch_size=None, num_workers=workers)
+    batches, batched = _loader(dataset, workers, zero_copy)
+    watched = watch(batches, dataset) if profile else None
+    timed = watched if watched is not None else batches
+    stream = (sample for batch in timed for sample in batch) if batched else timed
     total = _epoch_length(dataset)
     total = limit if total is None else total if limit is None else min(total, limit)
+    live = LiveLine(watched, shown=shown) if watched is not None else None
     started = time.monotonic()
     count, members, sources = 0, Counter[str](), Counter[str]()
     # mininterval: a redraw costs about a microsecond per sample at most, against the reads it reports
-    with tqdm(total=total, unit=" samples", disable=not shown, file=sys.stderr, mininterval=0.2) as bar:
+    bar = tqdm(total=total, unit=" samples", disable=not shown or profile, file=sys.stderr, mininterval=0.2)
+    try:
         for sample in stream:
             count += 1
             bar.update(1)
+            if live is not None:
+                live.tick(count)
             members.update(name for name in sample if not name.startswith("__"))
             if "__source__" in sample:
                 sources[sample["__source__"]] += 1
             if limit is not None and count >= limit:
                 break
-    return count, members, sources, time.monotonic() - started
+    finally:
+        bar.close()
+        if live is not None:
+            live.close(count)  # ended before an error's message or the report starts
+    return count, members, sources, time.monotonic() - started, watched
+
+
+def _loader(dataset: Any, workers: int, zero_copy: bool) -> tuple[Any, bool]:
+    """What to iterate and whether it yields batches of samples. ``zero_copy`` samples are read here, or
+    from workers in batches of 64 by ``raw_collate``: torch's default_convert would turn each memoryview
+    into a list of its ints."""
+    from torch.utils.data import DataLoader
+
+    if zero_copy and not workers:
+        return dataset, False
+    if zero_copy:
+        from streamer import raw_collate
+
+        return DataLoader(dataset, batch_size=64, num_workers=workers, collate_fn=raw_collate), True
+    return DataLoader(dataset, batch_size=None, num_workers=workers), False
 
 
 def _epoch_length(dataset: Any) -> int | None:
