@@ -2,7 +2,7 @@
 """Token budgets, read (issue 34, acceptance 3): stream throughput with ``batch_tokens`` against plain
 batches of the same data, side by side in one run.
 
-Data: ``--samples`` (20,000) records, each a ``.txt`` of ~``--size`` (2,000) bytes and a ``.json`` with a
+Data: ``--samples`` (100,000) records, each a ``.txt`` of ~``--size`` (2,000) bytes and a ``.json`` with a
 log-normal ``num_tokens`` (median 600), packed with ``--cost num_tokens`` in shards of 1,000 under
 ``--workdir``. Each contender reads one epoch, ``decode=False``, ``buffer_size=1000``, through a DataLoader
 with ``--workers`` (2) workers, in fresh processes alternated ``--repeats`` (5) times; the best epoch
@@ -24,7 +24,9 @@ its own folder under ``--workdir`` and the results to ``budget-stream-text-<date
 ``--prefetch`` (2, the DataLoader's default) is each worker's ``prefetch_factor``, for both: the budget's
 batches hold 1 to ~50 of these equal-sized samples, and a DataLoader hands batches out in order with
 ``workers x prefetch`` asked for, so a worker done with its small batches waits while the other makes a
-large one; a deeper prefetch measures the batching without that wait.
+large one; a deeper prefetch (8) lets it work ahead instead (results then named ``...-p8-<date>``).
+The ratio is reported from the bests and as the median of each round's ratio (its three contenders ran
+back to back), the steadier of the two here.
 
     .venv/bin/python benchmarks/budget/budget_stream_bench.py          # ~1 minute here, data made once
     .venv/bin/python benchmarks/budget/budget_stream_bench.py --no-save
@@ -53,7 +55,7 @@ def make_data(root: Path, samples: int, size: int, per_token: int = 0) -> Path:
 
     from packer import PackOptions, pack
 
-    root = root / (f"text-{per_token}" if per_token else ".")
+    root = root / f"n{samples}" / (f"text-{per_token}" if per_token else ".")
     shards = root / "shards"
     if (shards / "shardstream-index.json").exists():
         return shards
@@ -79,15 +81,16 @@ def one_epoch(shards: str, mode: str, workers: int, batch: int, prefetch: int = 
     from streamer import ShardDataset
 
     common = {"decode": False, "buffer_size": 1000, "seed": 0}
+    ahead = prefetch if workers else None  # a DataLoader refuses prefetch_factor without workers
     if mode == "budget":
         ds = ShardDataset(shards, batch_tokens=BUDGET, **common)
         loader = DataLoader(
-            ds, batch_size=None, num_workers=workers, collate_fn=as_list, prefetch_factor=prefetch
+            ds, batch_size=None, num_workers=workers, collate_fn=as_list, prefetch_factor=ahead
         )
     else:
         ds = ShardDataset(shards, **common)
         loader = DataLoader(
-            ds, batch_size=batch, num_workers=workers, collate_fn=as_list, prefetch_factor=prefetch
+            ds, batch_size=batch, num_workers=workers, collate_fn=as_list, prefetch_factor=ahead
         )
     started = time.perf_counter()
     batches = samples = 0
@@ -97,9 +100,21 @@ def one_epoch(shards: str, mode: str, workers: int, batch: int, prefetch: int = 
     return {"seconds": time.perf_counter() - started, "batches": batches, "samples": samples}
 
 
+def rate(run: dict) -> float:
+    """A run's samples per second."""
+    return run["samples"] / run["seconds"]
+
+
+def interpolated(at_low: float, at_high: float, low: int, high: int, mean: float) -> float:
+    """Samples/s of plain batches of ``mean`` samples, from those of ``low`` and ``high``: seconds a sample
+    are linear in batches a sample (1/B), so interpolate at 1/mean."""
+    share = (1 / low - 1 / mean) / (1 / low - 1 / high)
+    return 1 / (1 / at_low + share * (1 / at_high - 1 / at_low))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--samples", type=int, default=20_000)
+    parser.add_argument("--samples", type=int, default=100_000)
     parser.add_argument("--size", type=int, default=2_000)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=5)
@@ -139,10 +154,14 @@ def main() -> None:
         for name, size in sizes.items():
             runs[name].append(run(name.split()[0], size))
     best = {name: max(r["samples"] / r["seconds"] for r in rs) for name, rs in runs.items()}
-    # seconds a sample is linear in batches a sample (1/B): interpolate at the budget's 1/mean
-    per_low, per_high = 1 / best[f"plain {low}"], 1 / best[f"plain {high}"]
-    share = (1 / low - 1 / mean) / (1 / low - 1 / high)
-    at_mean = 1 / (per_low + share * (per_high - per_low))
+    at_mean = interpolated(best[f"plain {low}"], best[f"plain {high}"], low, high, mean)
+    # Each round's three ran back to back: the median of their ratios is steadier than the bests'.
+    rounds = sorted(
+        rate(runs["budget"][i])
+        / interpolated(rate(runs[f"plain {low}"][i]), rate(runs[f"plain {high}"][i]), low, high, mean)
+        for i in range(args.repeats)
+    )
+    paired = rounds[len(rounds) // 2]
     lines = [
         f"# Token budgets, read ({datetime.date.today()})",
         "",
@@ -161,7 +180,8 @@ def main() -> None:
     lines.append(f"| plain at {mean:.2f} (interpolated) | {at_mean:,.0f} | | |")
     lines += [
         "",
-        f"budget / plain at the same mean: {best['budget'] / at_mean:.2f}x "
+        f"budget / plain at the same mean: {best['budget'] / at_mean:.2f}x best, {paired:.2f}x the median "
+        f"of the rounds' ratios ({', '.join(f'{r:.2f}' for r in rounds)}) "
         f"(/ plain {low}: {best['budget'] / best[f'plain {low}']:.2f}x, "
         f"/ plain {high}: {best['budget'] / best[f'plain {high}']:.2f}x)",
     ]
@@ -170,9 +190,11 @@ def main() -> None:
     if not args.no_save:
         RESULTS.mkdir(exist_ok=True)
         kind = "budget-stream-text" if args.bytes_per_token else "budget-stream"
+        kind += f"-p{args.prefetch}" if args.prefetch != 2 else ""
         stem = RESULTS / f"{kind}-{datetime.date.today()}"
         stem.with_suffix(".md").write_text(report)
         record = {"args": vars(args), "runs": runs, "mean": mean, "plain_at_mean": at_mean, "best": best}
+        record["paired"] = {"rounds": rounds, "median": paired}
         stem.with_suffix(".json").write_text(json.dumps(record, indent=1))
 
 
