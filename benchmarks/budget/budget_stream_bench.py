@@ -66,7 +66,9 @@ def make_data(root: Path, samples: int, size: int, per_token: int = 0) -> Path:
         for i, n in enumerate(tokens):
             text = "x" * (per_token * int(n) if per_token else size)
             handle.write(json.dumps({"id": f"s{i:07d}", "txt": text, "num_tokens": int(n)}) + "\n")
-    pack(root / "m.jsonl", shards, PackOptions(cost="num_tokens", max_count=1000), progress=False)
+    # overwrite: a pack cut short before its index (a killed run) is made again, not refused
+    options = PackOptions(cost="num_tokens", max_count=1000, overwrite=True)
+    pack(root / "m.jsonl", shards, options, progress=False)
     return shards
 
 
