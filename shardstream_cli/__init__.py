@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import typer
 
-from . import columns, index, inspect, look, packparts, stream
+from . import columns, index, inspect, look, packparts, stream, subset
 from .common import APP_SETTINGS, CommandList
 from .demo import command as demo
 
@@ -32,6 +32,7 @@ app.command("ls")(look.ls_command)
 app.command("cat")(look.cat_command)
 app.command("verify")(inspect.verify_command)
 app.command("stream")(stream.stream_command)
+app.command("subset")(subset.subset_command)
 app.command("demo")(demo.demo_command)
 
 
