@@ -15,7 +15,6 @@ from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -300,11 +299,3 @@ def _matched(
         shards=shard_array[order],
         samples=sample_array[order],
     )
-
-
-def describe(source: Any) -> str:
-    """A key source as a rule records it: a path, or what kind of Python collection and how big."""
-    if isinstance(source, (str, os.PathLike)):
-        return os.fspath(source)
-    size = f" of {len(source)} keys" if hasattr(source, "__len__") else ""
-    return f"a Python {type(source).__name__}{size}"

@@ -19,7 +19,7 @@ from ..errors import FormatError, redact_url
 from ..format.samplecols import decode_sample_columns
 from ..format.subsetindex import SUBSET_NAME, write_subset
 from ..io.openers import OpenOptions, read_small
-from .keys import KeyMatch, KeySource, Progress, SubsetSource, describe, match_keys, open_dataset, read_keys
+from .keys import KeyMatch, KeySource, Progress, SubsetSource, match_keys, open_dataset, read_keys
 from .where import Where, compile_where, function_mask
 
 RULES = ("include", "exclude", "where")
@@ -280,3 +280,11 @@ def _rule(
         kind = "expression" if isinstance(options.where, str) else "function"
         rule["where"] = {kind: shown, "left_out": left_out["where"]}
     return rule
+
+
+def describe(source: Any) -> str:
+    """A key source as a rule records it: a path, or what kind of Python collection and how big."""
+    if isinstance(source, (str, os.PathLike)):
+        return os.fspath(source)
+    size = f" of {len(source)} keys" if hasattr(source, "__len__") else ""
+    return f"a Python {type(source).__name__}{size}"

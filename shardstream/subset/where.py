@@ -51,6 +51,15 @@ _NAMES = {
     ast.GeneratorExp: "a generator",
     ast.Await: "await",
 }
+_SYMBOLS = {
+    ast.Pow: "**",
+    ast.BitAnd: "&",
+    ast.BitOr: "|",
+    ast.BitXor: "^",
+    ast.LShift: "<<",
+    ast.RShift: ">>",
+}
+_SYMBOLS.update({ast.MatMult: "@", ast.Is: "is", ast.IsNot: "is not"})
 ALLOWED = "column names, numbers, comparisons, and/or/not, in (...), + - * / // % and unary minus"
 
 
@@ -176,7 +185,9 @@ def _check_node(node: ast.AST, text: str, names: set[str]) -> None:
     elif isinstance(node, (ast.Not, ast.USub, ast.UAdd)):
         pass
     elif isinstance(node, ast.operator) and not isinstance(node, tuple(_BINARY)):
-        _refuse(f"the operator {type(node).__name__}", node, text)
+        _refuse(f"the operator {_SYMBOLS.get(type(node), type(node).__name__)}", node, text)
+    elif isinstance(node, ast.cmpop) and not isinstance(node, ok):
+        _refuse(f"the comparison {_SYMBOLS.get(type(node), type(node).__name__)}", node, text)
     elif not isinstance(node, ok):
         _refuse(_NAMES.get(type(node), type(node).__name__), node, text)
 
