@@ -30,7 +30,8 @@ from shardstream.io.urls import local_path, scheme_of
 
 from .coalesce import CoalescedReads, RemoteShard, coalescable
 from .node import Item, Node
-from .opener import ShardOpener, sample_in
+from .onesample import sample_in
+from .opener import ShardOpener
 from .recovery import Recovery
 
 DEFERRED = None  # the sample of an item whose bytes are read when it is handed out (a sample is a dict)

@@ -19,8 +19,7 @@ from typing import Any, BinaryIO
 from shardstream.errors import FormatError, ShardReadError, redact_url
 from shardstream.format import decode_offsets, iter_samples
 from shardstream.format.constants import BLOCK
-from shardstream.format.tarread import names_key, stale_sidecar
-from shardstream.format.window import MappedWindow, SpanWindow
+from shardstream.format.window import MappedWindow
 from shardstream.io.iostats import IO, thread_clock
 from shardstream.io.openers import (
     OpenOptions,
@@ -37,58 +36,11 @@ from shardstream.userwarn import warn_user
 from ..decode.fields import Fields
 from ..placement.segments import Segment, Segments
 from ..placement.shards import ShardList
+from .onesample import sample_in
 from .prefetch import Prefetcher, ReadAhead
+from .subsetread import Bounded, kept_offsets, kept_samples
 
 Samples = Iterator[dict[str, Any]]
-
-try:  # a plain sample's headers in one C call
-    from shardstream.format._tarscan import sample_at as _sample_at
-except ImportError:
-    _sample_at = None
-
-
-def sample_in(
-    buf: Any,
-    members: Any,
-    pos: int,
-    stop: int,
-    *,
-    url: str,
-    start: int,
-    end: int,
-    mapping: Any = None,
-    limit: int = 0,
-) -> dict[str, Any]:
-    """The one sample in ``buf[pos:stop]``, bytes ``start``..``end`` of the shard at ``url`` (as shown: the
-    caller cuts credentials out once per shard, since it goes into every sample's ``__url__``): one C call
-    for a plain sample, else the general reader, which names any damage. ``members``: what member values
-    slice (``buf``, or a view of ``mapping``, the mapped shard ``buf`` is); without a mapping, ``pos`` is 0.
-    ``limit``: where ``buf``'s valid bytes end; the header at ``stop``, when below it, must not go on with
-    the sample's key (else the sidecar split a sample: a StaleSidecarError). One compare, in bytes read
-    with the sample's: what keeps a read by offsets as strict as reading front to back.
-    Every read of one sample by its offsets comes here (deferred reads, restores, ShardMap)."""
-    if _sample_at is not None:
-        sample = _sample_at(buf, members, pos, stop, url, limit)
-        if sample is not None:
-            return sample
-    window = MappedWindow(mapping, start) if mapping is not None else SpanWindow(buf, stop)
-    spans: list[tuple[int, int]] = []
-    try:
-        for found in iter_samples(None, url=url, start=start, ends=(end,), window=window, spans=spans):  # type: ignore[arg-type]
-            if (
-                spans[-1][1] != end
-            ):  # the archive ended inside the span: the shard is shorter than its sidecar
-                raise stale_sidecar(f"sample {found['__key__']!r} ending at byte {spans[-1][1]}", end, url)
-            if stop + BLOCK <= limit and names_key(buf, stop, found["__key__"]):
-                raise stale_sidecar(f"sample {found['__key__']!r} going on past its end", end, url)
-            return found
-    except ShardReadError as exc:
-        # The caller read the span whole, so a member cut short by the span's end runs past where the
-        # sidecar ends the sample: the sidecar's, not the shard's, fault.
-        if mapping is None and exc.message.startswith("truncated tar"):
-            raise stale_sidecar(f"member {exc.member!r} running past it", end, url) from exc
-        raise
-    raise ShardReadError("no sample where the offsets sidecar puts one", url=url, offset=start)
 
 
 class ShardOpener:
@@ -158,7 +110,8 @@ class ShardOpener:
             return None
         if not self._as_indexed(shard):
             return None  # read by its own headers, as a shard without a sidecar is
-        expected = int(self.shards.counts[shard]) if self.shards.counts is not None else None
+        counts = self.shards.shard_counts
+        expected = int(counts[shard]) if counts is not None else None
         try:
             return decode_offsets(data, source=url, samples=expected)
         except FormatError as exc:  # a shard's damage like any other: on_error="skip" counts it and goes on
@@ -191,8 +144,26 @@ class ShardOpener:
         url, digest = self.shards.urls[shard], self.shards.sha256(shard)
         return open_stream(url, start_byte, self.options, sha256=digest)
 
-    def samples(self, shard: int, first: int, ready: ReadAhead | None = None) -> tuple[Samples, BinaryIO]:
-        """Samples of a shard from index ``first``, and the stream to close after them."""
+    def samples(self, shard: int, first: int, ready: ReadAhead | None = None) -> tuple[Samples, Any]:
+        """Samples of a shard from the ``first`` it holds (of a subset's: the ``first`` it keeps, and
+        only those, ``subsetread.py``), and what to close after them."""
+        indices = self.shards.kept_indices(shard)
+        if indices is not None:
+            run = lambda at, stop, handed: self.run_samples(shard, at, handed, stop=stop)  # noqa: E731
+            return kept_samples(run, indices, first, ready)
+        return self.run_samples(shard, first, ready)
+
+    def plan_offsets(self, shard: int) -> Any:
+        """The shard's offsets as plans number its samples: a subset's kept ones (``kept_offsets``)."""
+        indices = self.shards.kept_indices(shard)
+        offsets = self.offsets(shard)
+        return offsets if indices is None else kept_offsets(offsets, indices)
+
+    def run_samples(
+        self, shard: int, first: int, ready: ReadAhead | None = None, *, stop: int | None = None
+    ) -> tuple[Samples, BinaryIO]:
+        """Samples of a shard from its sample ``first`` (its own numbering), and the stream to close;
+        with ``stop`` and the sidecar, no byte of sample ``stop`` or after it is read."""
         IO.shards += 1
         clock, started = thread_clock(), time.perf_counter()
         clock.opening = True  # the reads opening makes are its time, counted once, here
@@ -209,6 +180,8 @@ class ShardOpener:
             clock.open += time.perf_counter() - started
         start_byte = int(offsets[first]) if offsets is not None and first < len(offsets) else 0
         ends = offsets[first + 1 :] if offsets is not None else None
+        if stop is not None and offsets is not None and stop < len(offsets):
+            stream = Bounded(stream, int(offsets[stop]) - start_byte)  # type: ignore[assignment]
         url = self.shards.urls[shard]
         # Only a plain shard maps: a compressed one's file holds other bytes than its tar (read by copying).
         mapped = self.zero_copy and ready is None and not is_compressed(url)
@@ -227,7 +200,15 @@ class ShardOpener:
 
     def read_one(self, shard: int, index: int) -> dict[str, Any]:
         """Random access to one sample (restoring a buffer, a stand-in, ShardMap): with the offsets sidecar
-        its bytes and no more (one read, or one Range request), else the shard read up to it."""
+        its bytes and no more (one read, or one Range request), else the shard read up to it. ``index``
+        counts a subset's samples among the kept ones, as plans do."""
+        indices = self.shards.kept_indices(shard)
+        if indices is not None:
+            if not 0 <= index < len(indices):
+                raise ShardReadError(
+                    f"the subset keeps no sample {index} of this shard", url=self.shown_url(shard)
+                )
+            index = int(indices[index])
         offsets = self.offsets(shard)
         if offsets is not None and index + 1 < len(offsets):
             url = self.shards.urls[shard]
@@ -237,7 +218,7 @@ class ShardOpener:
             shown = redact_url(url)
             sample = sample_in(data, data, 0, end - start, url=shown, start=start, end=end, limit=len(data))
             return self.keep_fields(sample)
-        samples, stream = self.samples(shard, index)
+        samples, stream = self.run_samples(shard, index)
         with stream:
             for sample in samples:
                 return sample
@@ -258,6 +239,8 @@ class ShardOpener:
                 segment = segments[ahead]
             except IndexError:
                 return
+            if self.shards.kept_indices(segment.shard) is not None:
+                continue  # a subset's shard: reading it ahead would read the samples it leaves out
             # An object store's stream asks for its first parts itself once open: read one chunk of it
             # ahead, not prefetch_bytes, which would grow it to the budget the shard being read needs.
             url = self.shards.urls[segment.shard]

@@ -100,7 +100,7 @@ class SampleReader(Node):
                             self._check_complete(shard, position, stop)
                         break
                     except ShardReadError as exc:
-                        offsets = self.opener.offsets(shard) if exc.offset is not None else None
+                        offsets = self.opener.plan_offsets(shard) if exc.offset is not None else None
                         resume_at = self.recovery.after_read_error(exc, segment, position, offsets)
                         if resume_at is None:
                             break
@@ -117,8 +117,8 @@ class SampleReader(Node):
         """Where a deferred segment ends, or None when the shard is read here (no sidecar, not local, or
         fewer samples than the segment asks for: reading finds and reports that)."""
         offsets = self.deferred.offsets(shard)  # type: ignore[union-attr]
-        if offsets is None:
-            return None
+        if offsets is None or self.opener.shards.kept_indices(shard) is not None:
+            return None  # a subset's shard is read here, run by run (``subsetread.py``)
         count = len(offsets) - 1
         return count if stop is None else stop if stop <= count else None
 

@@ -45,6 +45,7 @@ from ..placement.segments import (
     shard_order,
 )
 from ..placement.shards import ShardList
+from ..placement.subsets import select
 from ..stats.options import MonitorOptions
 from .base import Place, StreamBase
 from .options import Errors, Placement, Reading, default_prefetch
@@ -97,6 +98,13 @@ class ShardDataset(ShardResume, StreamBase):
     the batcher chooses among; None: 64 to pack, 1,024 to pad), ``overlong`` (a sample over N: ``"skip"``,
     ``"truncate"`` (its ``__cost__`` is N: cut it to that) or ``"error"``).
 
+    Choosing samples (``streamer/placement/subsets.py``; no shard rewritten): ``source`` may be a subset
+    index (``shardstream subset``'s folder), or ``include``/``exclude`` (keys: a text file one a line, a
+    Parquet file, or a Python set; resolved through the index's key file) and ``where`` (an expression over
+    the per-sample columns, ``"cost < 4096"``, or a function of them returning one bool a sample) choose
+    here. Plans then deal the kept samples only: equal counts on every rank still, and a left-out
+    sample's bytes are never read.
+
     Monitoring (``streamer/stats/``): ``monitor`` (``MonitorOptions(interval=, watchdog=)``; None or
     True: statistics on, watchdog off; False: off): ``ds.stats()`` then says where the time went.
     """
@@ -136,6 +144,9 @@ class ShardDataset(ShardResume, StreamBase):
         batch_window: int | None = None,
         overlong: str = "skip",
         monitor: MonitorOptions | bool | None = None,
+        include: Any = None,
+        exclude: Any = None,
+        where: Any = None,
     ) -> None:
         super().__init__()
         self.monitor = MonitorOptions.of(monitor)
@@ -144,6 +155,7 @@ class ShardDataset(ShardResume, StreamBase):
         # Headers go to the source's own origins only.
         opening = OpenOptions.of(bind(http, source), cache_dir, cache_size, object_store)
         self.shards = ShardList.from_source(source, opening)
+        select(self.shards, source, opening, include, exclude, where)  # planned on what is kept, if asked
         if zero_copy and decode is not False:
             raise ValueError("zero_copy=True hands out raw read-only buffers: pass decode=False with it")
         self.reading = Reading(

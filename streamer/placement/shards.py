@@ -18,9 +18,13 @@ from shardstream.errors import FormatError, redact_url
 from shardstream.format import INDEX_NAME, BracePattern, DatasetIndex, ShardColumns, offsets_name
 from shardstream.format.samplecols import COST, sample_columns_name
 from shardstream.format.sidecars import offsets_sidecar, sample_columns_sidecar
+from shardstream.format.subsetindex import SUBSET_NAME
+from shardstream.format.subsetmasks import SubsetMasks
 from shardstream.format.tails import tail_array
 from shardstream.io.openers import OpenOptions, read_small
 from shardstream.io.urls import join_url, local_path, scheme_of
+
+from .subsets import KeptIndices, read_subset
 
 
 class Concat(Sequence[str]):
@@ -112,6 +116,14 @@ class ShardList:
         # the sha256 of the index's bytes: what keys its sidecars in the node's metadata cache, so workers
         # and ranks fetch each once (``read_small``'s ``version``); None without an index: no node cache
         self.metadata_version: str | None = None
+        # A subset's masks (``apply_masks``): ``counts`` are then the samples kept, which every plan deals,
+        # and ``shard_counts`` what each shard holds, which its sidecars and reads are checked against.
+        self.kept: KeptIndices | None = None
+        self.shard_counts = counts
+
+    def kept_indices(self, shard: int) -> np.ndarray | None:
+        """A subset's shard: its kept sample numbers, ascending; None when kept whole or with no subset."""
+        return self.kept(shard) if self.kept is not None else None
 
     def sha256(self, shard: int) -> str | None:
         return self.digests[shard].tobytes().hex() if self.digests is not None else None
@@ -151,6 +163,11 @@ class ShardList:
             text = os.fspath(source)
             if os.path.isdir(text):
                 text = os.path.join(text, INDEX_NAME)
+            if os.path.isdir(os.fspath(source)) and not os.path.exists(text):
+                beside = os.path.join(os.fspath(source), SUBSET_NAME)
+                text = beside if os.path.exists(beside) else text
+            if text.endswith(SUBSET_NAME):
+                return cls._from_subset(text, options)
             if text.endswith(".json"):
                 check_local_index(text)
                 return cls._from_index(text, options)
@@ -193,6 +210,23 @@ class ShardList:
         tails = index.column_tails.get(COST) if cost_sums is not None else None
         shards.cost_tails = tail_array(tails) if tails is not None else None
         return shards
+
+    @classmethod
+    def _from_subset(cls, url: str, options: OpenOptions | None) -> ShardList:
+        """A subset index's dataset with its masks applied (``subsets.read_subset`` checks both)."""
+        subset = read_subset(url, options)
+        shards = cls._from_index(subset.dataset, options)
+        counts = shards.counts if shards.counts is not None else np.zeros(0, dtype=np.int64)
+        shards.apply_masks(SubsetMasks(subset.masks, counts, source=subset.masks_source))
+        shards.source = f"{redact_url(url)} (a subset of {shards.source})"
+        return shards
+
+    def apply_masks(self, masks: SubsetMasks) -> None:
+        """Plan on the samples ``masks`` keeps: ``counts`` becomes the kept counts; a budget's per-shard
+        cost sums (of every sample) no longer apply and are dropped."""
+        self.kept = KeptIndices(masks)
+        self.counts = np.array(masks.kept, dtype=np.int64)
+        self.cost_sums = self.cost_tails = None
 
 
 PACK_FIRST = f"pack first with `shardstream pack`, or give the folder that holds {INDEX_NAME}"
