@@ -85,9 +85,9 @@ def budget_of(
     options = budget_options_of(tokens, batching, window, overlong)
     if options is None:
         return None
-    check_costed(shards)
     if shards.kept is not None:
         raise ValueError("batch_tokens does not plan a subset's samples yet: stream the whole dataset")
+    check_costed(shards)
     if placement.resampled:
         raise ValueError("batch_tokens plans each epoch from its samples; resampled=True draws forever")
     costs = CostColumns(shards, opening)

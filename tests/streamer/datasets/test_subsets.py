@@ -1,0 +1,164 @@
+"""Subsets in the plan (issue 37): a subset index or include/exclude/where deals only the kept samples,
+equally over ranks and workers, never reads a left-out one, and resumes exactly."""
+
+from __future__ import annotations
+
+import json
+import pickle
+import shutil
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from torch.utils.data import DataLoader
+
+from packer import PackOptions, pack
+from shardstream.errors import FormatError
+from shardstream.format.subsetindex import write_subset
+from shardstream.io.iostats import IO
+from shardstream.subset import SubsetOptions, make_subset
+from streamer import ShardDataset, StatefulLoader
+
+SAMPLES = 240
+BIG = 1 << 20  # a left-out sample's text in the never-read test: more than every kept byte together
+
+
+def _keys(i: int) -> str:
+    return f"k{i:04d}"
+
+
+def _pack(root, big=()):
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / "m.jsonl", "w") as handle:
+        for i in range(SAMPLES):
+            text = "y" * BIG if i in big else "x" * (1 + i % 40)
+            handle.write(json.dumps({"id": _keys(i), "txt": text, "num_tokens": i % 97}) + "\n")
+    pack(root / "m.jsonl", root / "d", PackOptions(cost="num_tokens", max_count=35), progress=False)
+    return root / "d"
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    return _pack(tmp_path_factory.mktemp("subsets"))
+
+
+def _read(ds, workers=0):
+    return [s["__key__"] for s in DataLoader(ds, batch_size=None, num_workers=workers)]
+
+
+def test_a_subset_index_is_read_over_ranks_and_workers_each_kept_sample_once(dataset, tmp_path):
+    (tmp_path / "out.txt").write_text("".join(f"{_keys(i)}\n" for i in range(0, SAMPLES, 3)))
+    make_subset(dataset, tmp_path / "sub", SubsetOptions(exclude=tmp_path / "out.txt", where="cost >= 10"))
+    kept = {_keys(i) for i in range(SAMPLES) if i % 3 and i % 97 >= 10}
+    seen: list[str] = []
+    per_rank = []
+    for rank in range(2):
+        ds = ShardDataset(tmp_path / "sub", rank=rank, world_size=2, decode=False, buffer_size=16, seed=3)
+        keys = _read(ds, workers=2)
+        per_rank.append(len(keys))
+        assert len(keys) == len(ds)
+        seen += keys
+    assert per_rank[0] == per_rank[1] == len(kept) // 2
+    assert len(seen) == len(set(seen)) and set(seen) <= kept
+    assert len(kept - set(seen)) == len(kept) % 2  # the remainder "drop" leaves out, no more
+
+
+def test_include_exclude_and_where_given_to_the_dataset_choose_the_same_samples(dataset, tmp_path):
+    (tmp_path / "in.txt").write_text("".join(f"{_keys(i)}\n" for i in range(100)))
+    chosen = {"include": tmp_path / "in.txt", "exclude": {_keys(5), "absent"}, "where": "cost % 2 == 0"}
+    ds = ShardDataset(dataset, decode=False, **chosen)
+    want = {_keys(i) for i in range(100) if i != 5 and (i % 97) % 2 == 0}
+    keys = _read(ds)
+    assert sorted(keys) == sorted(want) and len(ds) == len(want)
+
+
+def test_a_left_out_samples_bytes_are_never_read(tmp_path):
+    big = {3, 50, 51, 100, 200}  # in four shards, one in a pair, none a shard's first
+    root = _pack(tmp_path, big=big)
+    ds = ShardDataset(root, exclude={_keys(i) for i in big}, decode=False, shuffle=False, prefetch=2)
+    before = IO.values()
+    keys = _read(ds)
+    read = IO.since(before)["bytes"]
+    assert sorted(keys) == sorted(_keys(i) for i in range(SAMPLES) if i not in big)
+    kept_bytes = sum((1 + i % 40) + 3 * 1024 for i in range(SAMPLES) if i not in big)  # text + headers
+    assert 0 < read < kept_bytes < BIG  # one left-out sample read would pass it
+
+
+def test_resuming_a_subset_equals_the_uninterrupted_run(dataset):
+    def loader():
+        ds = ShardDataset(dataset, where="cost > 20", decode=False, buffer_size=20, seed=7)
+        return StatefulLoader(ds, batch_size=None, num_workers=2)
+
+    whole = [s["__key__"] for s in loader()]
+    first = loader()
+    head, it = [], iter(first)
+    for _ in range(37):
+        head.append(next(it)["__key__"])
+    state = pickle.loads(pickle.dumps(first.state_dict()))
+    del it
+    second = loader()
+    second.load_state_dict(state)
+    assert head + [s["__key__"] for s in second] == whole
+    assert len(whole) == len(set(whole)) == sum(1 for i in range(SAMPLES) if i % 97 > 20)
+
+
+def test_a_dataset_packed_again_refuses_its_old_subset(tmp_path):
+    root = _pack(tmp_path / "a")
+    make_subset(root, tmp_path / "sub", SubsetOptions(where="cost < 5"))
+    shutil.rmtree(root)
+    with open(tmp_path / "a" / "m.jsonl", "a") as handle:
+        handle.write(json.dumps({"id": "k9999", "txt": "z", "num_tokens": 1}) + "\n")
+    pack(tmp_path / "a" / "m.jsonl", root, PackOptions(cost="num_tokens", max_count=35), progress=False)
+    with pytest.raises(FormatError, match=r"changed since the subset was made.*shardstream subset"):
+        ShardDataset(tmp_path / "sub")
+
+
+def test_a_damaged_masks_file_is_refused_naming_it(dataset, tmp_path):
+    make_subset(dataset, tmp_path / "sub", SubsetOptions(where="cost < 5"))
+    masks = tmp_path / "sub" / "shardstream-subset.masks"
+    data = bytearray(masks.read_bytes())
+    data[-1] ^= 0xFF
+    masks.write_bytes(bytes(data))
+    with pytest.raises(FormatError, match=r"shardstream-subset\.masks.*not the masks"):
+        ShardDataset(tmp_path / "sub")
+
+
+def test_budgets_and_a_second_selection_on_a_subset_are_refused_naming_why(dataset, tmp_path):
+    make_subset(dataset, tmp_path / "sub", SubsetOptions(where="cost < 50"))
+    with pytest.raises(ValueError, match="batch_tokens does not plan a subset"):
+        ShardDataset(dataset, where="cost < 50", batch_tokens=512)
+    with pytest.raises(ValueError, match="already a subset"):
+        ShardDataset(tmp_path / "sub", where="cost < 10")
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    keep=st.lists(st.booleans(), min_size=SAMPLES, max_size=SAMPLES),
+    world=st.integers(1, 4),
+    buffer=st.sampled_from([1, 7, 100]),
+    defer=st.booleans(),
+)
+def test_random_masks_give_equal_counts_per_rank_and_no_left_out_sample(
+    dataset, tmp_path_factory, keep, world, buffer, defer
+):
+    index = dataset / "shardstream-index.json"
+    counts = [35] * (SAMPLES // 35) + ([SAMPLES % 35] if SAMPLES % 35 else [])
+    bits = np.array(keep)
+    ends = np.cumsum(counts)
+    masks = [bits[end - count : end] for count, end in zip(counts, ends, strict=True)]
+    out = tmp_path_factory.mktemp("random")
+    counts_array, index_bytes = np.array(counts), index.read_bytes()
+    write_subset(out, dataset=str(index), index_bytes=index_bytes, counts=counts_array, masks=masks)
+    kept = {_keys(i) for i in range(SAMPLES) if keep[i]}
+    seen: list[str] = []
+    sizes = set()
+    for rank in range(world):
+        ds = ShardDataset(
+            out, rank=rank, world_size=world, decode=False, buffer_size=buffer, defer_reads=defer
+        )
+        keys = _read(ds)
+        sizes.add(len(keys))
+        seen += keys
+    assert sizes == {len(kept) // world}
+    assert len(seen) == len(set(seen)) and set(seen) <= kept
