@@ -162,3 +162,21 @@ def test_random_masks_give_equal_counts_per_rank_and_no_left_out_sample(
         seen += keys
     assert sizes == {len(kept) // world}
     assert len(seen) == len(set(seen)) and set(seen) <= kept
+
+
+def test_a_damaged_kept_sample_is_skipped_and_counted_in_the_subsets_numbers(tmp_path):
+    from shardstream.format import decode_offsets
+
+    root = _pack(tmp_path)
+    shard = root / "train-000001.tar"  # samples 35..69; the subset keeps every third
+    offsets = decode_offsets((root / "train-000001.tar.offsets").read_bytes())
+    data = bytearray(shard.read_bytes())
+    data[offsets[12] + 148] ^= 0x01  # sample 47's first header checksum: kept (47 % 3 == 2), 8th kept here
+    shard.write_bytes(bytes(data))
+    ds = ShardDataset(
+        root, where="cost % 3 == 2", decode=False, shuffle=False, on_error="skip", keep_length=False
+    )
+    keys = _read(ds)
+    kept = [_keys(i) for i in range(SAMPLES) if i % 97 % 3 == 2]
+    assert keys == [k for k in kept if k != _keys(47)]
+    assert ds.errors["samples_skipped"] == 1
