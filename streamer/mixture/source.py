@@ -25,6 +25,7 @@ from ..datasets.options import Reading
 from ..decode.fields import Fields
 from ..decode.make import make_decoder
 from ..placement.shards import Concat, ShardList
+from ..placement.subsets import JoinedKept
 from .plan import KINDS, Share
 
 DECODE_KEYS = ("image", "image_size", "audio_rate", "audio_mono", "video_frames", "decoders")
@@ -215,6 +216,9 @@ def all_shards(lists: Sequence[ShardList]) -> tuple[ShardList, list[int]]:
     sidecars = Concat([_OffsetsUrls(shards) for shards in lists])
     label = f"a mixture of {len(lists)} sources"
     mixed = ShardList(joined, counts, label, digests, sidecars, sizes=sizes)
+    if any(shards.kept is not None for shards in lists):  # a source is a subset: plans count its kept samples
+        mixed.shard_counts = np.concatenate([shards.shard_counts for shards in lists])  # type: ignore[misc]
+        mixed.kept = JoinedKept([(base, shards.kept) for base, shards in zip(bases, lists, strict=False)])
     versions = [shards.metadata_version for shards in lists]
     if all(versions):  # the node's metadata cache, keyed by every source's index (one changed: new keys)
         mixed.metadata_version = hashlib.sha256(" ".join(versions).encode()).hexdigest()  # type: ignore[arg-type]

@@ -24,7 +24,7 @@ from shardstream.format.tails import tail_array
 from shardstream.io.openers import OpenOptions, read_small
 from shardstream.io.urls import join_url, local_path, scheme_of
 
-from .subsets import KeptIndices, read_subset
+from .subsets import JoinedKept, KeptIndices, read_subset
 
 
 class Concat(Sequence[str]):
@@ -118,7 +118,7 @@ class ShardList:
         self.metadata_version: str | None = None
         # A subset's masks (``apply_masks``): ``counts`` are then the samples kept, which every plan deals,
         # and ``shard_counts`` what each shard holds, which its sidecars and reads are checked against.
-        self.kept: KeptIndices | None = None
+        self.kept: KeptIndices | JoinedKept | None = None
         self.shard_counts = counts
 
     def kept_indices(self, shard: int) -> np.ndarray | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import os
 from dataclasses import dataclass
@@ -96,3 +97,17 @@ def select(shards: Any, source: Any, opening: OpenOptions, include: Any, exclude
     data = encode_masks(chosen.counts, chosen.masks)
     shards.apply_masks(SubsetMasks(data, shards.counts, source=f"{shards.source} (include/exclude/where)"))
     shards.source = f"{shards.source} ({chosen.kept} of {chosen.samples} samples chosen)"
+
+
+class JoinedKept:
+    """``KeptIndices`` of shard lists laid end to end (a mixture's): ``parts`` are (first shard, the
+    list's ``kept`` or None), ascending by first shard."""
+
+    def __init__(self, parts: list[tuple[int, KeptIndices | None]]) -> None:
+        self.firsts = [first for first, _ in parts]
+        self.parts = [kept for _, kept in parts]
+
+    def __call__(self, shard: int) -> np.ndarray | None:
+        part = bisect.bisect_right(self.firsts, shard) - 1
+        kept = self.parts[part]
+        return None if kept is None else kept(shard - self.firsts[part])

@@ -180,3 +180,20 @@ def test_a_damaged_kept_sample_is_skipped_and_counted_in_the_subsets_numbers(tmp
     kept = [_keys(i) for i in range(SAMPLES) if i % 97 % 3 == 2]
     assert keys == [k for k in kept if k != _keys(47)]
     assert ds.errors["samples_skipped"] == 1
+
+
+def test_a_mixture_source_and_a_shardmap_read_a_subset_as_its_kept_samples(dataset, tmp_path):
+    from streamer import Mixture, ShardMap
+
+    make_subset(dataset, tmp_path / "sub", SubsetOptions(where="cost < 30"))
+    kept = [_keys(i) for i in range(SAMPLES) if i % 97 < 30]
+    mapped = ShardMap(str(tmp_path / "sub"), decode=False)
+    assert len(mapped) == len(kept)
+    assert sorted(mapped[i]["__key__"] for i in range(len(mapped))) == kept
+    sources = [
+        {"path": str(tmp_path / "sub"), "name": "sub", "weight": 1, "decode": False},
+        {"path": str(dataset), "name": "all", "weight": 1, "decode": False},
+    ]
+    samples = list(Mixture(sources, epoch_size=2 * len(kept)))
+    first = [s["__key__"] for s in samples if s["__source__"] == "sub"]
+    assert sorted(first) == kept  # one pass over the subset's kept samples, nothing it leaves out
