@@ -197,3 +197,33 @@ def test_a_mixture_source_and_a_shardmap_read_a_subset_as_its_kept_samples(datas
     samples = list(Mixture(sources, epoch_size=2 * len(kept)))
     first = [s["__key__"] for s in samples if s["__source__"] == "sub"]
     assert sorted(first) == kept  # one pass over the subset's kept samples, nothing it leaves out
+
+
+def test_a_subsets_checkpoint_continues_on_another_topology_each_kept_sample_once(dataset, tmp_path):
+    from torchdata.stateful_dataloader import StatefulDataLoader
+
+    make_subset(dataset, tmp_path / "sub", SubsetOptions(where="cost % 4 != 1"))
+    kept = {_keys(i) for i in range(SAMPLES) if i % 97 % 4 != 1}
+
+    def run(world, workers, states=None, stop=None):
+        keys, saved = [], []
+        for rank in range(world):
+            ds = ShardDataset(tmp_path / "sub", rank=rank, world_size=world, decode=False, buffer_size=16)
+            if states is not None:
+                ds.load_state_dict(pickle.loads(pickle.dumps(states)))
+            loader = StatefulDataLoader(ds, batch_size=4, num_workers=workers, collate_fn=list)
+            got = []
+            for n, batch in enumerate(loader):
+                got.append([s["__key__"] for s in batch])
+                if n + 1 == stop:
+                    saved.append(loader.state_dict())
+                    break
+            keys.append([k for batch in got for k in batch])
+        return keys, saved
+
+    before, states = run(2, 2, stop=9)
+    after, _ = run(3, 1, states=states)
+    assert len({len(rank) for rank in after}) == 1  # equal on every new rank
+    seen = [k for rank in before + after for k in rank]
+    assert len(seen) == len(set(seen)) and set(seen) <= kept
+    assert len(kept) - len(seen) < 2 + 3  # what "drop" leaves of each topology's deal
