@@ -56,7 +56,7 @@ class CostColumns:
     def _read(self, shard: int) -> np.ndarray:
         url = self.shards.columns_url(shard)
         data = read_small(url, self.options, version=self.shards.metadata_version)
-        expected = int(self.shards.counts[shard])  # type: ignore[index]
+        expected = int(self.shards.shard_counts[shard])  # type: ignore[index]
         if data is None:
             raise FormatError(
                 f"{url}: the per-sample columns of shard {shard} are missing (the index declares a cost "
@@ -73,4 +73,5 @@ class CostColumns:
                 f"{url}: its costs add up to {int(costs.sum())}, the index says "
                 f"{int(self.shards.cost_sums[shard])}: a stale sidecar; index or pack again"  # type: ignore[index]
             )
-        return costs
+        indices = self.shards.kept_indices(shard)  # a subset's: its kept samples', as plans number them
+        return costs if indices is None else costs[indices]

@@ -85,13 +85,11 @@ def budget_of(
     options = budget_options_of(tokens, batching, window, overlong)
     if options is None:
         return None
-    if shards.kept is not None:
-        raise ValueError("batch_tokens does not plan a subset's samples yet: stream the whole dataset")
     check_costed(shards)
     if placement.resampled:
         raise ValueError("batch_tokens plans each epoch from its samples; resampled=True draws forever")
     costs = CostColumns(shards, opening)
-    sums = weighed_sums(shards.counts, costs, options, sums=shards.cost_sums, tails=shards.cost_tails)
+    sums = weighed_sums(shards.counts, costs, options, sums=shards.planned_cost_sums, tails=shards.cost_tails)
     return Budget(options, costs, sums, shards.counts)
 
 

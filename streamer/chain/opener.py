@@ -38,7 +38,7 @@ from ..placement.segments import Segment, Segments
 from ..placement.shards import ShardList
 from .onesample import sample_in
 from .prefetch import Prefetcher, ReadAhead
-from .subsetread import Bounded, kept_offsets, kept_samples
+from .subsetread import KeptBytes, KeptLayout, in_shard_offsets, kept_offsets, kept_only
 
 Samples = Iterator[dict[str, Any]]
 
@@ -148,10 +148,20 @@ class ShardOpener:
         """Samples of a shard from the ``first`` it holds (of a subset's: the ``first`` it keeps, and
         only those, ``subsetread.py``), and what to close after them."""
         indices = self.shards.kept_indices(shard)
-        if indices is not None:
-            run = lambda at, stop, handed: self.run_samples(shard, at, handed, stop=stop)  # noqa: E731
-            return kept_samples(run, indices, first, ready)
-        return self.run_samples(shard, first, ready)
+        if indices is None:
+            return self.run_samples(shard, first, ready)
+        offsets = self.offsets(shard)
+        if offsets is None:  # no sidecar to seek with: read it all, keep the kept
+            samples, stream = self.run_samples(shard, 0)
+            return kept_only(samples, indices, first), stream
+        IO.shards += 1
+        url, digest = self.shards.urls[shard], self.shards.sha256(shard)
+        layout = KeptLayout(offsets, indices, first)
+        stream = KeptBytes(lambda byte: open_stream(url, byte, self.options, sha256=digest), layout.spans)
+        samples: Samples = iter_samples(stream, url=url, start=layout.start, ends=layout.ends)  # type: ignore[arg-type]
+        if self.fields is not None:
+            samples = map(self.fields.keep, samples)
+        return in_shard_offsets(samples, layout), stream
 
     def plan_offsets(self, shard: int) -> Any:
         """The shard's offsets as plans number its samples: a subset's kept ones (``kept_offsets``)."""
@@ -159,11 +169,8 @@ class ShardOpener:
         offsets = self.offsets(shard)
         return offsets if indices is None else kept_offsets(offsets, indices)
 
-    def run_samples(
-        self, shard: int, first: int, ready: ReadAhead | None = None, *, stop: int | None = None
-    ) -> tuple[Samples, BinaryIO]:
-        """Samples of a shard from its sample ``first`` (its own numbering), and the stream to close;
-        with ``stop`` and the sidecar, no byte of sample ``stop`` or after it is read."""
+    def run_samples(self, shard: int, first: int, ready: ReadAhead | None = None) -> tuple[Samples, BinaryIO]:
+        """Samples of a shard from its sample ``first`` (its own numbering), and the stream to close."""
         IO.shards += 1
         clock, started = thread_clock(), time.perf_counter()
         clock.opening = True  # the reads opening makes are its time, counted once, here
@@ -180,8 +187,6 @@ class ShardOpener:
             clock.open += time.perf_counter() - started
         start_byte = int(offsets[first]) if offsets is not None and first < len(offsets) else 0
         ends = offsets[first + 1 :] if offsets is not None else None
-        if stop is not None and offsets is not None and stop < len(offsets):
-            stream = Bounded(stream, int(offsets[stop]) - start_byte)  # type: ignore[assignment]
         url = self.shards.urls[shard]
         # Only a plain shard maps: a compressed one's file holds other bytes than its tar (read by copying).
         mapped = self.zero_copy and ready is None and not is_compressed(url)

@@ -1,59 +1,113 @@
-"""A subset's shard read: only its kept samples, each run of kept neighbours from one seek; never the rest.
+"""A subset's shard read: its kept samples' bytes as one stream, one tar walk; a left-out byte never read.
 
-Plans count a subset's samples by their place among the kept ones (``ShardList.kept_indices``); a shard's
-own numbers are used only here, where bytes are read. Each run of consecutive kept samples opens the shard
-at its first (one seek locally, one ranged request remotely) and reads up to the byte where the next
-sample begins (``Bounded``): a left-out sample's bytes are never read, not even into a read-ahead
-buffer. The trade-offs: a subset that keeps every other sample opens a stream for every kept one, and a
-run's last sample is not checked against the header after it (the sidecar's end is trusted there).
+Plans count a subset's samples by their place among the kept ones (``ShardList.kept_indices``); a
+shard's own numbers are used only here, where bytes are read. ``KeptBytes`` hands the tar reader the
+byte ranges of the kept runs end to end (each run of kept neighbours is one range), seeking the one open
+stream between them where it can (a local file) and opening one a range where it cannot (HTTP, object
+storage): the tar reader sees a valid archive of the kept samples, parses it in one pass with its fast
+path, and no byte of a left-out sample is read, not even into a buffer. Byte offsets in errors are
+turned back into the shard's own. The trade-off: a subset that keeps every other sample of a remote
+shard makes a request per kept run (deferred, coalesced reads are for that).
 """
 
 from __future__ import annotations
 
+import bisect
 import io
-import itertools
 from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO
 
 import numpy as np
 
+from shardstream.errors import ShardReadError
 from shardstream.format.subsetmasks import runs
 
 Samples = Iterator[dict[str, Any]]
-# (first sample, stop sample, read-ahead) -> samples, stream: the shard's samples first..stop-1
-OpenRun = Callable[[int, int, Any], tuple[Samples, BinaryIO]]
 
 
-class RunStreams:
-    """The stream of the run being read; ``close()`` closes it (the reader closes what it was given)."""
+class KeptBytes(io.RawIOBase):
+    """The bytes of ``spans`` ([start, end) of a shard, ascending, apart) end to end, read through streams
+    from ``open_at(byte)``: the one stream is moved on with ``seek`` where it can, else replaced."""
 
-    def __init__(self) -> None:
+    def __init__(self, open_at: Callable[[int], BinaryIO], spans: list[tuple[int, int]]) -> None:
+        super().__init__()
+        self.open_at, self.spans = open_at, spans
         self.stream: BinaryIO | None = None
+        self.next_span, self.left = 0, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, view: Any) -> int:  # type: ignore[override]
+        view = memoryview(view).cast("B")
+        filled = 0
+        while filled < len(view):
+            if self.left == 0:
+                if self.next_span == len(self.spans):
+                    break
+                start, end = self.spans[self.next_span]
+                self.next_span += 1
+                self._move_to(start)
+                self.left = end - start
+            want = min(self.left, len(view) - filled)
+            count = self.stream.readinto(view[filled : filled + want]) or 0  # type: ignore[union-attr]
+            if count == 0:  # the shard ends early: the tar reader says so, with the offset
+                self.left = 0
+                self.next_span = len(self.spans)
+                break
+            filled += count
+            self.left -= count
+        return filled
+
+    def _move_to(self, start: int) -> None:
+        stream = self.stream
+        if stream is not None and getattr(stream, "seekable", lambda: False)():
+            stream.seek(start)
+            return
+        if stream is not None:
+            stream.close()
+        self.stream = self.open_at(start)
 
     def close(self) -> None:
-        if self.stream is not None:
-            stream, self.stream = self.stream, None
-            stream.close()
+        try:
+            if self.stream is not None:
+                self.stream.close()
+                self.stream = None
+        finally:
+            super().close()
 
 
-def kept_samples(
-    open_run: OpenRun, indices: np.ndarray, first: int, ready: Any
-) -> tuple[Samples, RunStreams]:
-    """The shard's kept samples from the ``first``-th kept one (``indices``: the kept sample numbers),
-    read run by run through ``open_run(first, stop, ready)``; ``ready``: a read-ahead opened at the first
-    of them (None: none). Returns the samples and what to close after them."""
-    streams = RunStreams()
+class KeptLayout:
+    """Where the kept samples from the ``first``-th kept one lie: their byte ``spans`` in the shard, the
+    ``start`` and ``ends`` of each sample in the stream of those spans (as the tar reader counts bytes),
+    and the way back from such a byte to the shard's own (``shard_offset``)."""
 
-    def generate() -> Samples:
-        handed = ready
-        for start, stop in runs(indices[first:]):
-            samples, stream = open_run(start, stop, handed)
-            handed, streams.stream = None, stream
-            yield from itertools.islice(samples, stop - start)
-            if streams.stream is stream:
-                streams.close()
+    def __init__(self, offsets: Any, indices: np.ndarray, first: int) -> None:
+        values = np.asarray(offsets, dtype=np.int64)
+        chosen = indices[first:]
+        self.spans = [(int(values[a]), int(values[b])) for a, b in runs(chosen)]
+        self.start = self.spans[0][0] if self.spans else 0
+        sizes = values[chosen + 1] - values[chosen]
+        self.ends = (self.start + np.cumsum(sizes)).tolist()
+        lengths = [end - start for start, end in self.spans]
+        self.bases = (self.start + np.concatenate(([0], np.cumsum(lengths)[:-1]))).tolist() if lengths else []
 
-    return generate(), streams
+    def shard_offset(self, offset: int) -> int:
+        """A byte of the kept stream as the byte of the shard it was read from."""
+        span = max(bisect.bisect_right(self.bases, offset) - 1, 0)
+        return self.spans[span][0] + offset - self.bases[span] if self.spans else offset
+
+
+def in_shard_offsets(samples: Samples, layout: KeptLayout) -> Samples:
+    """``samples``, with a ShardReadError's byte offset turned into the shard's own."""
+    try:
+        yield from samples
+    except ShardReadError as exc:
+        if exc.offset is None:
+            raise
+        raise type(exc)(
+            exc.message, url=exc.url, member=exc.member, offset=layout.shard_offset(exc.offset)
+        ) from exc
 
 
 def kept_offsets(offsets: Any, indices: np.ndarray) -> np.ndarray | None:
@@ -65,32 +119,14 @@ def kept_offsets(offsets: Any, indices: np.ndarray) -> np.ndarray | None:
     return np.concatenate((values[indices], values[indices[-1] + 1 : indices[-1] + 2]))
 
 
-class Bounded(io.RawIOBase):
-    """``stream`` read no further than ``limit`` bytes from where it stands; closing it closes ``stream``."""
-
-    def __init__(self, stream: BinaryIO, limit: int) -> None:
-        super().__init__()
-        self.stream, self.left = stream, max(limit, 0)
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, view: Any) -> int:  # type: ignore[override]
-        if self.left <= 0:
-            return 0
-        view = memoryview(view).cast("B")[: self.left]
-        readinto = getattr(self.stream, "readinto", None)
-        if readinto is not None:
-            count = readinto(view) or 0
-        else:
-            data = self.stream.read(len(view))
-            count = len(data)
-            view[:count] = data
-        self.left -= count
-        return count
-
-    def close(self) -> None:
-        try:
-            self.stream.close()
-        finally:
-            super().close()
+def kept_only(samples: Samples, indices: np.ndarray, first: int) -> Samples:
+    """A shard read from its first sample (no sidecar to seek with), its kept ones from the ``first``-th
+    kept on: the fallback for a shard whose sidecar is missing or stale, which reads every sample."""
+    wanted = iter(indices[first:].tolist())
+    target = next(wanted, None)
+    for number, sample in enumerate(samples):
+        if target is None:
+            return
+        if number == target:
+            yield sample
+            target = next(wanted, None)

@@ -75,7 +75,7 @@ class MixtureBudget:
         self.counts = np.concatenate([np.asarray(s.counts, dtype=np.int64) for s in shard_lists])
         self.sums = np.concatenate(
             [
-                weighed_sums(s.counts, c, options, sums=s.cost_sums, tails=s.cost_tails)
+                weighed_sums(s.counts, c, options, sums=s.planned_cost_sums, tails=s.cost_tails)
                 for s, c in zip(shard_lists, self.columns, strict=True)
             ]
         )
@@ -196,6 +196,10 @@ def token_shares(
             out.append(share)
             continue
         check_costed(shards)
+        if costs is None and shards.kept is not None:
+            raise ValueError(
+                f"source {share.name!r}: weight_by='tokens' weighs a subset's kept samples with batch_tokens"
+            )
         total = int(costs[j]) if costs is not None else int(np.sum(shards.cost_sums))
         samples = int(shards.total or 0)
         if total < 1:

@@ -222,11 +222,18 @@ class ShardList:
         return shards
 
     def apply_masks(self, masks: SubsetMasks) -> None:
-        """Plan on the samples ``masks`` keeps: ``counts`` becomes the kept counts; a budget's per-shard
-        cost sums (of every sample) no longer apply and are dropped."""
+        """Plan on the samples ``masks`` keeps: ``counts`` becomes the kept counts; the index's cost sums
+        and tails (of every sample) still check the sidecars, but no longer weigh a shard for a plan
+        (``planned_cost_sums``)."""
         self.kept = KeptIndices(masks)
         self.counts = np.array(masks.kept, dtype=np.int64)
-        self.cost_sums = self.cost_tails = None
+        self.cost_tails = None
+
+    @property
+    def planned_cost_sums(self) -> np.ndarray | None:
+        """Each shard's cost as plans weigh it from the index alone: None for a subset, whose kept
+        samples' costs are read from the columns."""
+        return None if self.kept is not None else self.cost_sums
 
 
 PACK_FIRST = f"pack first with `shardstream pack`, or give the folder that holds {INDEX_NAME}"

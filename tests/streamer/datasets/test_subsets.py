@@ -124,12 +124,26 @@ def test_a_damaged_masks_file_is_refused_naming_it(dataset, tmp_path):
         ShardDataset(tmp_path / "sub")
 
 
-def test_budgets_and_a_second_selection_on_a_subset_are_refused_naming_why(dataset, tmp_path):
+def test_a_second_selection_on_a_subset_is_refused_naming_why(dataset, tmp_path):
     make_subset(dataset, tmp_path / "sub", SubsetOptions(where="cost < 50"))
-    with pytest.raises(ValueError, match="batch_tokens does not plan a subset"):
-        ShardDataset(dataset, where="cost < 50", batch_tokens=512)
     with pytest.raises(ValueError, match="already a subset"):
         ShardDataset(tmp_path / "sub", where="cost < 10")
+
+
+def test_token_budgets_on_a_subset_pack_its_kept_samples_with_equal_steps(dataset, tmp_path):
+    make_subset(dataset, tmp_path / "sub", SubsetOptions(exclude={_keys(i) for i in range(0, SAMPLES, 5)}))
+    kept = {_keys(i) for i in range(SAMPLES) if i % 5}
+    steps, seen = set(), []
+    for rank in range(2):
+        ds = ShardDataset(tmp_path / "sub", rank=rank, world_size=2, decode=False, batch_tokens=256)
+        batches = list(DataLoader(ds, batch_size=None, num_workers=2))
+        steps.add((len(batches), ds.steps(2)))
+        for batch in batches:
+            assert sum(s["__cost__"] for s in batch) <= 256
+            seen += [s["__key__"] for s in batch]
+    assert len(steps) == 1 and {a for a, b in steps} == {b for a, b in steps}
+    assert len(seen) == len(set(seen)) and set(seen) <= kept
+    assert len(seen) > 0.9 * len(kept)
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
