@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from torch.utils.data import DataLoader
 
 from packer import PackOptions, pack
-from shardstream.errors import FormatError
+from shardstream.errors import FormatError, ShardReadError
 from shardstream.format.subsetindex import write_subset
 from shardstream.io.iostats import IO
 from shardstream.subset import SubsetOptions, make_subset
@@ -194,6 +194,10 @@ def test_a_damaged_kept_sample_is_skipped_and_counted_in_the_subsets_numbers(tmp
     kept = [_keys(i) for i in range(SAMPLES) if i % 97 % 3 == 2]
     assert keys == [k for k in kept if k != _keys(47)]
     assert ds.errors["samples_skipped"] == 1
+    strict = ShardDataset(root, where="cost % 3 == 2", decode=False, shuffle=False)
+    with pytest.raises(ShardReadError) as caught:
+        _read(strict)
+    assert caught.value.offset == offsets[12]  # the shard's own byte, not one of the kept bytes' stream
 
 
 def test_a_mixture_source_and_a_shardmap_read_a_subset_as_its_kept_samples(dataset, tmp_path):
