@@ -144,9 +144,11 @@ class ShardOpener:
         url, digest = self.shards.urls[shard], self.shards.sha256(shard)
         return open_stream(url, start_byte, self.options, sha256=digest)
 
-    def samples(self, shard: int, first: int, ready: ReadAhead | None = None) -> tuple[Samples, Any]:
+    def samples(
+        self, shard: int, first: int, ready: ReadAhead | None = None, *, stop: int | None = None
+    ) -> tuple[Samples, Any]:
         """Samples of a shard from the ``first`` it holds (of a subset's: the ``first`` it keeps, and
-        only those, ``subsetread.py``), and what to close after them."""
+        only those, up to the ``stop``-th kept (None: all), ``subsetread.py``), and what to close after."""
         indices = self.shards.kept_indices(shard)
         if indices is None:
             return self.run_samples(shard, first, ready)
@@ -156,7 +158,7 @@ class ShardOpener:
             return kept_only(samples, indices, first), stream
         IO.shards += 1
         url, digest = self.shards.urls[shard], self.shards.sha256(shard)
-        layout = KeptLayout(offsets, indices, first)
+        layout = KeptLayout(offsets, indices, first, stop)
         stream = KeptBytes(lambda byte: open_stream(url, byte, self.options, sha256=digest), layout.spans)
         samples: Samples = iter_samples(stream, url=url, start=layout.start, ends=layout.ends)  # type: ignore[arg-type]
         if self.fields is not None:

@@ -87,7 +87,7 @@ class SampleReader(Node):
                 while stop is None or position < stop:
                     stream = None
                     try:
-                        samples, stream = self.opener.samples(shard, position, ready)
+                        samples, stream = self.opener.samples(shard, position, ready, stop=stop)
                         ready = None  # after an error the segment reopens at the next good sample, directly
                         for sample in samples:
                             item = (shard, position, sample)

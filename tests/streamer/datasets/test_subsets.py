@@ -245,3 +245,46 @@ def test_a_subsets_checkpoint_continues_on_another_topology_each_kept_sample_onc
     seen = [k for rank in before + after for k in rank]
     assert len(seen) == len(set(seen)) and set(seen) <= kept
     assert len(kept) - len(seen) < 2 + 3  # what "drop" leaves of each topology's deal
+
+
+@pytest.mark.slow
+def test_a_real_run_of_100000_samples_reads_no_byte_it_leaves_out(tmp_path):
+    """Acceptance 2 of issue 37: 2 ranks x 2 workers, 10,000 keys left out and a predicate; the bytes
+    every worker read (``ds.stats()``) are exactly the spans of the samples handed out."""
+    from shardstream.format import decode_offsets
+
+    total, out = 100_000, {f"s{i:06d}" for i in range(3, 100_000, 10)}
+    with open(tmp_path / "m.jsonl", "w") as handle:
+        for i in range(total):
+            handle.write(
+                json.dumps({"id": f"s{i:06d}", "txt": "t" * (i % 300), "num_tokens": i % 1009}) + "\n"
+            )
+    pack(
+        tmp_path / "m.jsonl", tmp_path / "d", PackOptions(cost="num_tokens", max_count=2_000), progress=False
+    )
+    (tmp_path / "out.txt").write_text("\n".join(sorted(out)) + "\n")
+    sizes = {}
+    for number, sidecar in enumerate(sorted((tmp_path / "d").glob("*.tar.offsets"))):
+        offsets = decode_offsets(sidecar.read_bytes())
+        for i in range(len(offsets) - 1):
+            sizes[f"s{number * 2_000 + i:06d}"] = offsets[i + 1] - offsets[i]
+    steps, seen, read = set(), [], 0
+    for rank in range(2):
+        ds = ShardDataset(
+            tmp_path / "d",
+            rank=rank,
+            world_size=2,
+            exclude=tmp_path / "out.txt",
+            where="cost >= 50",
+            decode=False,
+        )
+        loader = DataLoader(ds, batch_size=32, num_workers=2, collate_fn=list)
+        keys = [s["__key__"] for batch in loader for s in batch]
+        steps.add(len(keys))
+        seen += keys
+        rows = ds.stats()["workers"]
+        read += sum(row["counts"]["bytes"] for name, row in rows.items() if name != "main")  # the readers'
+    kept = {f"s{i:06d}" for i in range(total) if f"s{i:06d}" not in out and i % 1009 >= 50}
+    assert len(steps) == 1 and len(seen) == len(set(seen)) and set(seen) <= kept
+    assert len(kept) - len(seen) <= 1
+    assert read == sum(sizes[k] for k in seen)  # not one byte of a sample left out (or of one not handed out)
