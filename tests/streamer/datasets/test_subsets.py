@@ -20,6 +20,8 @@ from shardstream.io.iostats import IO
 from shardstream.subset import SubsetOptions, make_subset
 from streamer import ShardDataset, StatefulLoader
 
+pytest_plugins = ["tests.servers"]
+
 SAMPLES = 240
 BIG = 1 << 20  # a left-out sample's text in the never-read test: more than every kept byte together
 
@@ -288,3 +290,14 @@ def test_a_real_run_of_100000_samples_reads_no_byte_it_leaves_out(tmp_path):
     assert len(steps) == 1 and len(seen) == len(set(seen)) and set(seen) <= kept
     assert len(kept) - len(seen) <= 1
     assert read == sum(sizes[k] for k in seen)  # not one byte of a sample left out (or of one not handed out)
+
+
+def test_a_subset_of_a_dataset_over_http_reads_its_kept_samples(tmp_path, nginx_server):
+    _pack(nginx_server.root / "h")
+    url = f"{nginx_server.url}/h/d/shardstream-index.json"
+    (tmp_path / "out.txt").write_text("".join(f"{_keys(i)}\n" for i in range(1, SAMPLES, 4)))
+    make_subset(url, tmp_path / "sub", SubsetOptions(exclude=tmp_path / "out.txt", where="cost >= 3"))
+    kept = sorted(_keys(i) for i in range(SAMPLES) if i % 4 != 1 and i % 97 >= 3)
+    for workers in (0, 2):
+        keys = _read(ShardDataset(tmp_path / "sub", decode=False, buffer_size=10), workers)
+        assert sorted(keys) == kept
