@@ -208,6 +208,18 @@ _running: Sampler | None = None
 _guard = threading.RLock()  # (so is this)
 
 
+def _forked() -> None:
+    """In a forked child (a DataLoader worker): none of the parent's sampling. Its thread is not here, its
+    dropped iterations are not this process's to finish, and a lock one of its threads held at the fork
+    would stay held for good (a worker hung at its first ``watch_iteration``: seen in CI)."""
+    global _guard, _running
+    _guard, _running = threading.RLock(), None
+    _dropped.clear()
+
+
+os.register_at_fork(after_in_child=_forked)
+
+
 def watch_iteration(
     table: StatsTable,
     interval: float,

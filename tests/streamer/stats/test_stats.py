@@ -277,3 +277,30 @@ def test_more_busy_workers_than_cores_wait_for_a_cpu(tmp_path):
     assert total["run_queue"] >= 0.3 * total["wall"], total
     assert total["seconds"]["cpu_wait"] <= total["run_queue"]
     assert stats["verdict"]["code"] == "cpu-bound", stats["verdict"]
+
+
+def test_a_worker_forked_while_a_parent_thread_holds_the_samplers_lock_starts(tmp_path):
+    """The parent's sampler thread may hold the lock the instant a worker forks (it finishes dropped
+    iterations under it): the worker must not inherit it held. Held here on purpose for the whole start."""
+    import threading
+
+    from streamer.stats import sampler
+
+    index = write_dataset(tmp_path / "d", [30, 30])
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with sampler._guard:
+            held.set()
+            release.wait(60)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    held.wait(10)
+    try:
+        ds = ShardDataset(index, decode=False)
+        loader = DataLoader(ds, batch_size=None, num_workers=2, multiprocessing_context="fork", timeout=30)
+        assert sum(1 for _ in loader) == 60  # a worker stuck on the inherited lock: a timeout here
+    finally:
+        release.set()
+        holder.join()
