@@ -33,6 +33,7 @@ from ..chain.opener import ShardOpener
 from ..chain.reader import SampleReader
 from ..chain.recovery import Recovery
 from ..chain.shuffle import ShuffleBuffer, buffer_seed
+from ..chain.skips import SkipSteps, check_skipping
 from ..chain.standins import StandIns
 from ..decode.make import make_decoder
 from ..elastic.deal import Plan, Stream
@@ -43,6 +44,7 @@ from ..placement.segments import (
     counted_segments,
     rank_quota,
     shard_order,
+    worker_slice,
 )
 from ..placement.shards import ShardList
 from ..placement.subsets import select
@@ -103,7 +105,9 @@ class ShardDataset(ShardResume, StreamBase):
     Parquet file, or a Python set; resolved through the index's key file) and ``where`` (an expression over
     the per-sample columns, ``"cost < 4096"``, or a function of them returning one bool a sample) choose
     here. Plans then deal the kept samples only: equal counts on every rank still, and a left-out
-    sample's bytes are never read.
+    sample's bytes are never read. ``skip_steps`` (``[(start, end), ...]``, global steps, end exclusive,
+    counted from the first epoch's start) leaves those steps' batches out on every rank alike, found from
+    the plan; ``batch_size`` (the DataLoader's; not with ``batch_tokens``) says what a step holds.
 
     Monitoring (``streamer/stats/``): ``monitor`` (``MonitorOptions(interval=, watchdog=)``; None or
     True: statistics on, watchdog off; False: off): ``ds.stats()`` then says where the time went.
@@ -147,6 +151,8 @@ class ShardDataset(ShardResume, StreamBase):
         include: Any = None,
         exclude: Any = None,
         where: Any = None,
+        skip_steps: Any = None,
+        batch_size: int | None = None,
     ) -> None:
         super().__init__()
         self.monitor = MonitorOptions.of(monitor)
@@ -184,6 +190,7 @@ class ShardDataset(ShardResume, StreamBase):
         self.budget = budget_of(
             self.shards, self.placement, opening, batch_tokens, batching, batch_window, overlong
         )
+        self.skips, self.batch_size = check_skipping(skip_steps, batch_size, self.shards, self.budget)
 
     # -- counts ----------------------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -248,10 +255,35 @@ class ShardDataset(ShardResume, StreamBase):
             node = Mapper(node, self.decoder, recovery)
         if slot is not None:  # batches, exactly the target's: the count holds without stand-ins
             b = self.budget
-            return BudgetBatches(node, slot, b.options, b.costs, self._shared)  # type: ignore[union-attr]
-        if recovery.owes:  # only a policy that skips, with a length promised, can owe stand-ins
+            node = BudgetBatches(node, slot, b.options, b.costs, self._shared)  # type: ignore[union-attr]
+        elif recovery.owes:  # only a policy that skips, with a length promised, can owe stand-ins
             node = StandIns(node, recovery)
+        if (
+            self.skips and plan is None
+        ):  # (an elastic restore's epoch is read whole: its deal is not a plan's)
+            node = self._skipping(node, place, epoch, slot)
         return node
+
+    def _skipping(self, node: Node, place: Place, epoch: int, slot: SlotPlan | None) -> Node:
+        """``node`` with the batches of ``skip_steps`` left out: each worker's batches this epoch, from the
+        budget's target or the rank's quota cut into ``batch_size`` (``chain/skips.py``)."""
+        _, world, worker, workers = place
+        if slot is not None:
+            per, batches = 1, [slot.target] * workers
+        else:
+            quota = rank_quota(self.shards.total or 0, world, self.placement.remainder)
+            per = self.batch_size or 1
+            batches = [-(-worker_slice(quota, w, workers)[1] // per) for w in range(workers)]
+        first = epoch * sum(batches)
+        return SkipSteps(
+            node,
+            self.skips,
+            per_batch=per,
+            batches=batches,
+            worker=worker,
+            first_step=first,
+            counters=self._shared,
+        )
 
     def _plan_segments(self, plan: Plan, epoch: int) -> Segments:
         p, counts = self.placement, self.shards.counts

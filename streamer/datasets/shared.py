@@ -22,7 +22,8 @@ from typing import Any
 from ..stats.table import WORKER_ROWS, StatsTable, process_row
 
 # samples_overlong: over a token budget, left out or cut (overlong=); samples_left_out: what a budgeted
-# epoch's batches had no room for (streamer/budget/batcher.py).
+# epoch's batches had no room for (streamer/budget/batcher.py); samples_skipped_steps: in the batches
+# of skip_steps (streamer/chain/skips.py).
 COUNTERS = (
     "samples_skipped",
     "samples_repeated",
@@ -30,6 +31,7 @@ COUNTERS = (
     "decode_errors",
     "samples_overlong",
     "samples_left_out",
+    "samples_skipped_steps",
 )
 _EPOCH = 0  # the epoch, written by the main process only; then the rows of counters
 

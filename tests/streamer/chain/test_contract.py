@@ -71,6 +71,9 @@ CHAINS: dict[str, Callable[[dict[str, str]], object]] = {
     "BudgetBatches": lambda d: ShardDataset(
         d["costed"], decode=False, buffer_size=8, seed=7, batch_tokens=40
     ),
+    "SkipSteps": lambda d: ShardDataset(
+        d["index"], decode=False, buffer_size=8, seed=8, skip_steps=[(1, 3)], batch_size=2
+    ),
     "MixtureReader": lambda d: Mixture(
         [
             {"path": d["index"], "weight": 2, "decode": False},
