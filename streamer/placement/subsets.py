@@ -94,6 +94,11 @@ def select(shards: Any, source: Any, opening: OpenOptions, include: Any, exclude
     chosen = subset_masks(
         source, SubsetOptions(include=include, exclude=exclude, where=where), open_options=opening
     )
+    if chosen.kept == 0:
+        raise ValueError(
+            f"include/exclude/where keep none of the {chosen.samples} samples of {shards.source}: "
+            f"check the rules ({', '.join(f'{k}: {v} left out' for k, v in chosen.left_out.items())})"
+        )
     data = encode_masks(chosen.counts, chosen.masks)
     shards.apply_masks(SubsetMasks(data, shards.counts, source=f"{shards.source} (include/exclude/where)"))
     shards.source = f"{shards.source} ({chosen.kept} of {chosen.samples} samples chosen)"

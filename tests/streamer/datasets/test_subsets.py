@@ -9,7 +9,7 @@ import shutil
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from torch.utils.data import DataLoader
 
@@ -301,3 +301,36 @@ def test_a_subset_of_a_dataset_over_http_reads_its_kept_samples(tmp_path, nginx_
     for workers in (0, 2):
         keys = _read(ShardDataset(tmp_path / "sub", decode=False, buffer_size=10), workers)
         assert sorted(keys) == kept
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    low=st.integers(0, 96),
+    width=st.integers(1, 96),
+    parity=st.sampled_from([None, 0, 1]),
+    world=st.integers(1, 3),
+)
+@example(low=96, width=1, parity=1, world=1)  # keeps nothing: refused, naming the count
+def test_random_predicates_keep_exactly_what_they_say_with_equal_ranks(dataset, low, width, parity, world):
+    where = f"cost >= {low} and cost < {low + width}" + (
+        f" and cost % 2 == {parity}" if parity is not None else ""
+    )
+    cost = [i % 97 for i in range(SAMPLES)]
+    kept = {
+        _keys(i)
+        for i in range(SAMPLES)
+        if low <= cost[i] < low + width and (parity is None or cost[i] % 2 == parity)
+    }
+    if not kept:
+        with pytest.raises(ValueError, match="keep none of the 240 samples"):
+            ShardDataset(dataset, where=where)
+        return
+    seen, sizes = [], set()
+    for rank in range(world):
+        keys = _read(
+            ShardDataset(dataset, where=where, rank=rank, world_size=world, decode=False, buffer_size=9)
+        )
+        sizes.add(len(keys))
+        seen += keys
+    assert sizes == {len(kept) // world}
+    assert len(seen) == len(set(seen)) and set(seen) <= kept
