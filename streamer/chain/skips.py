@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from ..placement.segments import worker_slice
 from .node import Item, Node, state_int, state_keys_of
 
 
@@ -57,6 +58,30 @@ def check_skipping(
     if budget is None and batch_size is None:
         raise ValueError("skip_steps needs batch_size (the DataLoader's) to know which samples a step holds")
     return skips, batch_size
+
+
+def skipping(
+    node: Node,
+    skips: Sequence[tuple[int, int]],
+    place: tuple[int, int, int, int],
+    epoch: int,
+    quota: int,
+    batch_size: int | None,
+    target: int | None,
+    counters: Any,
+) -> Node:
+    """``node`` with the batches of ``skips`` left out: each worker's batches this epoch from the budget's
+    ``target`` (each item a batch), or from the rank's ``quota`` of samples cut into ``batch_size``."""
+    _, _, worker, workers = place
+    if target is not None:
+        per, batches = 1, [target] * workers
+    else:
+        per = batch_size or 1
+        batches = [-(-worker_slice(quota, w, workers)[1] // per) for w in range(workers)]
+    first = epoch * sum(batches)
+    return SkipSteps(
+        node, skips, per_batch=per, batches=batches, worker=worker, first_step=first, counters=counters
+    )
 
 
 def step_of(batches: Sequence[int], worker: int, local: int) -> int:

@@ -33,7 +33,7 @@ from ..chain.opener import ShardOpener
 from ..chain.reader import SampleReader
 from ..chain.recovery import Recovery
 from ..chain.shuffle import ShuffleBuffer, buffer_seed
-from ..chain.skips import SkipSteps, check_skipping
+from ..chain.skips import check_skipping, skipping
 from ..chain.standins import StandIns
 from ..decode.make import make_decoder
 from ..elastic.deal import Plan, Stream
@@ -44,7 +44,6 @@ from ..placement.segments import (
     counted_segments,
     rank_quota,
     shard_order,
-    worker_slice,
 )
 from ..placement.shards import ShardList
 from ..placement.subsets import select
@@ -261,29 +260,10 @@ class ShardDataset(ShardResume, StreamBase):
         if (
             self.skips and plan is None
         ):  # (an elastic restore's epoch is read whole: its deal is not a plan's)
-            node = self._skipping(node, place, epoch, slot)
+            target = slot.target if slot is not None else None  # a budget's batches, else samples
+            quota = rank_quota(self.shards.total or 0, place[1], self.placement.remainder)
+            node = skipping(node, self.skips, place, epoch, quota, self.batch_size, target, self._shared)
         return node
-
-    def _skipping(self, node: Node, place: Place, epoch: int, slot: SlotPlan | None) -> Node:
-        """``node`` with the batches of ``skip_steps`` left out: each worker's batches this epoch, from the
-        budget's target or the rank's quota cut into ``batch_size`` (``chain/skips.py``)."""
-        _, world, worker, workers = place
-        if slot is not None:
-            per, batches = 1, [slot.target] * workers
-        else:
-            quota = rank_quota(self.shards.total or 0, world, self.placement.remainder)
-            per = self.batch_size or 1
-            batches = [-(-worker_slice(quota, w, workers)[1] // per) for w in range(workers)]
-        first = epoch * sum(batches)
-        return SkipSteps(
-            node,
-            self.skips,
-            per_batch=per,
-            batches=batches,
-            worker=worker,
-            first_step=first,
-            counters=self._shared,
-        )
 
     def _plan_segments(self, plan: Plan, epoch: int) -> Segments:
         p, counts = self.placement, self.shards.counts
