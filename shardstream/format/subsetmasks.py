@@ -116,13 +116,3 @@ class SubsetMasks:
                 f"{self.source}: shard {shard}'s mask does not hold the {kept} samples it counts"
             )
         return np.flatnonzero(bits[:count]).astype(np.int64)
-
-
-def runs(indices: np.ndarray) -> list[tuple[int, int]]:
-    """Ascending sample numbers as runs of consecutive ones: [(start, stop), ...], stop exclusive."""
-    if len(indices) == 0:
-        return []
-    breaks = np.flatnonzero(np.diff(indices) != 1) + 1
-    starts = np.concatenate(([0], breaks))
-    stops = np.concatenate((breaks, [len(indices)]))
-    return [(int(indices[a]), int(indices[b - 1]) + 1) for a, b in zip(starts, stops, strict=True)]

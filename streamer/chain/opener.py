@@ -159,7 +159,9 @@ class ShardOpener:
         IO.shards += 1
         url, digest = self.shards.urls[shard], self.shards.sha256(shard)
         layout = KeptLayout(offsets, indices, first, stop)
-        stream = KeptBytes(lambda byte: open_stream(url, byte, self.options, sha256=digest), layout.spans)
+        stream = KeptBytes(
+            lambda byte: open_stream(url, byte, self.options, sha256=digest), layout.spans, flat=layout.flat
+        )
         samples: Samples = iter_samples(stream, url=url, start=layout.start, ends=layout.ends)  # type: ignore[arg-type]
         if self.fields is not None:
             samples = map(self.fields.keep, samples)

@@ -17,24 +17,38 @@ import io
 import mmap
 import os
 import stat
+from array import array
 from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO
 
 import numpy as np
 
 from shardstream.errors import ShardReadError
-from shardstream.format.subsetmasks import runs
 
 Samples = Iterator[dict[str, Any]]
+
+try:  # the mapped copy's loop in C (_gather.c); without a compiler, the same loop in Python
+    from ._gather import gather as _native_gather
+except ImportError:  # pragma: no cover - the build without a C compiler
+    _native_gather = None
 
 
 class KeptBytes(io.RawIOBase):
     """The bytes of ``spans`` ([start, end) of a shard, ascending, apart) end to end, read through streams
     from ``open_at(byte)``: the one stream is moved on with ``seek`` where it can, else replaced."""
 
-    def __init__(self, open_at: Callable[[int], BinaryIO], spans: list[tuple[int, int]]) -> None:
+    def __init__(
+        self,
+        open_at: Callable[[int], BinaryIO],
+        spans: list[tuple[int, int]],
+        *,
+        flat: Any = None,
+        native: bool = True,
+    ) -> None:
         super().__init__()
         self.open_at, self.spans = open_at, spans
+        self._gather = _native_gather if native else None  # the mapped copy's loop in C, when built
+        self._flat: Any = flat  # the spans as int64 (start, end) pairs end to end, for the C copy
         self.stream: BinaryIO | None = None
         self.mapped: mmap.mmap | None = None
         self.next_span, self.left, self.at = 0, 0, 0
@@ -69,7 +83,8 @@ class KeptBytes(io.RawIOBase):
 
     def _first_open(self) -> None:
         """The first span's stream; a plain local file is mapped, so a kept run costs a copy, not a seek
-        and a read (a random half of 2 KB samples: 221,000 -> 255,000 a second in one process)."""
+        and a read (a random half of 2 KB samples: 221,000 -> 255,000 a second in one process; 306,000
+        with the copy in C and the layout in numpy, the whole dataset 470,000)."""
         self.stream = self.open_at(self.spans[0][0])
         try:
             fd = self.stream.fileno()  # type: ignore[union-attr]
@@ -79,7 +94,15 @@ class KeptBytes(io.RawIOBase):
             self.mapped = None  # no descriptor (HTTP, object storage, gzip), or an empty file: read it
 
     def _copy_into(self, view: memoryview) -> int:
-        """``readinto`` from the mapped file: each span's bytes copied, no system call."""
+        """``readinto`` from the mapped file: each span's bytes copied, no system call (one ``memcpy`` a
+        span in ``_gather.c``; the same loop in Python without it)."""
+        if self._gather is not None:
+            if self._flat is None:
+                self._flat = array("q", [x for span in self.spans for x in span])
+            filled, self.next_span, self.left, self.at = self._gather(
+                self.mapped, view, self._flat, self.next_span, self.left, self.at
+            )
+            return filled
         mapped, spans, filled, size = self.mapped, self.spans, 0, len(view)
         end = 0
         while filled < size:
@@ -127,14 +150,23 @@ class KeptLayout:
     and the way back from such a byte to the shard's own (``shard_offset``)."""
 
     def __init__(self, offsets: Any, indices: np.ndarray, first: int, stop: int | None = None) -> None:
+        # All in numpy: a random half of a 1,000-sample shard is ~250 runs, and a loop turn each was a
+        # third of what reading such a subset cost.
         values = np.asarray(offsets, dtype=np.int64)
-        chosen = indices[first:stop]
-        self.spans = [(int(values[a]), int(values[b])) for a, b in runs(chosen)]
-        self.start = self.spans[0][0] if self.spans else 0
-        sizes = values[chosen + 1] - values[chosen]
-        self.ends = (self.start + np.cumsum(sizes)).tolist()
-        lengths = [end - start for start, end in self.spans]
-        self.bases = (self.start + np.concatenate(([0], np.cumsum(lengths)[:-1]))).tolist() if lengths else []
+        chosen = np.asarray(indices[first:stop], dtype=np.int64)
+        breaks = np.flatnonzero(np.diff(chosen) != 1) + 1
+        firsts = np.concatenate(([0], breaks)).astype(np.int64) if len(chosen) else breaks
+        lasts = np.concatenate((breaks, [len(chosen)])).astype(np.int64) - 1 if len(chosen) else breaks
+        starts, ends = values[chosen[firsts]], values[chosen[lasts] + 1]
+        self.flat = np.ascontiguousarray(np.column_stack((starts, ends)).ravel())  # (start, end) pairs
+        self.spans = list(zip(starts.tolist(), ends.tolist(), strict=True))
+        self.start = int(starts[0]) if len(starts) else 0
+        self.ends = (self.start + np.cumsum(values[chosen + 1] - values[chosen])).tolist()
+        self.bases = (
+            (self.start + np.concatenate(([0], np.cumsum(ends - starts)[:-1]))).tolist()
+            if len(starts)
+            else []
+        )
 
     def shard_offset(self, offset: int) -> int:
         """A byte of the kept stream as the byte of the shard it was read from."""
