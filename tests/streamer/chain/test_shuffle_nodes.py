@@ -244,6 +244,7 @@ def test_a_short_shard_skipped_owes_its_missing_sample(tmp_path):
         "decode_errors": 0,
         "samples_overlong": 0,
         "samples_left_out": 0,
+        "samples_skipped_steps": 0,
     }
 
 
