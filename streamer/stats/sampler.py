@@ -80,6 +80,7 @@ class Meter:
         self.source_counts: SourceCounts | None = None  # a Mixture's samples per source, this epoch
         self.sources_before = [0] * SOURCES  # and the epochs' before
         self.lock = threading.RLock()  # re-entered by a finalizer run by a collection inside
+        self.pid = os.getpid()  # a forked child's copy is its parent's: never ended there (see finish)
 
     def begin(
         self, ident: int, counter: itertools.count, watchdog: Watchdog | None, sources: SourceCounts | None
@@ -248,8 +249,12 @@ def watch_iteration(
 
 def finish(meter: Meter, counter: itertools.count) -> None:
     """The iteration stepping ``counter`` is over: its numbers written and its thread stopped; nothing if
-    a newer iteration has taken the meter over since (an old iterator freed late)."""
+    a newer iteration has taken the meter over since (an old iterator freed late), or the meter is a
+    forked parent's (its iterator collected in the child: its numbers are the parent's to write, and its
+    lock may have been held at the fork by a thread the child lacks; a worker hung here in CI)."""
     global _running
+    if meter.pid != os.getpid():
+        return
     with _guard:
         if meter.counter is not counter:
             return
