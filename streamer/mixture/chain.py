@@ -22,6 +22,7 @@ from .passes import PassStream
 from .plan import MixturePlan
 from .reader import MixtureReader
 from .resume import Place, Restored
+from .scheduled import ScheduledPlan
 from .source import SampleOffsets, SourceDecoders, source_opener
 from .windows import worker_windows
 
@@ -32,7 +33,7 @@ def build_chain(
     """``mix``'s chain at ``place`` in ``epoch``. ``restored``: an elastic restore's deal; ``reads``
     False: no fetch stage (its state is its source's) and no sidecar opened, for checking a saved state;
     ``counters``: the mixture's shared error counters."""
-    plan = mix.plan(place[1], place[3])
+    plan = mix.shape.epoch_plan(place[1], place[3], epoch)
     slot = None
     if mix.budget is not None:
         restored, slot = budget_deal(mix, place, epoch)
@@ -48,7 +49,10 @@ def build_chain(
     sizes = [mix.window(budget, sum(budgets)) for budget in budgets]
     defer = mix.reading.defer_reads if reads else False
     windows = worker_windows(mix.names, openers, runs, sizes, recovery, defer)
-    reader = MixtureReader(windows, budgets, mix.bases, max_open=mix.max_open, stratify=mix.stratify)
+    shares = plan.shares[place[2]] if isinstance(plan, ScheduledPlan) and restored is None else None
+    reader = MixtureReader(
+        windows, budgets, mix.bases, max_open=mix.max_open, stratify=mix.stratify, shares=shares
+    )
     node: Node = reader
     if any(w.deferred is not None for w in windows):
         node = Fetch(node, SourceReads(windows, mix.bases, reader.touch), recovery)
@@ -62,7 +66,7 @@ def build_chain(
 
 
 def source_run(
-    mix: Any, j: int, start: int, plan: MixturePlan, place: Place, restored: Restored | None
+    mix: Any, j: int, start: int, plan: MixturePlan | ScheduledPlan, place: Place, restored: Restored | None
 ) -> tuple[PassStream | PlanStream, int, int]:
     """Source ``j``'s stream for this worker and its run of it: the plan's range of the pass stream from
     ``start``, or an elastic restore's spans."""

@@ -35,6 +35,7 @@ OPTIONS = (
     "batch_window",
     "overlong",
     "weight_by",
+    "batch_size",
 )
 
 

@@ -33,6 +33,7 @@ from .plan import MixturePlan
 from .reader import MixtureReader
 from .restore import elastic_pending
 from .resume import FINISHED, Place, Restored, restore_point, resume_point
+from .scheduled import weight_schedules
 from .shape import MixtureShape
 from .source import (
     MixSource,
@@ -59,6 +60,10 @@ class Mixture(StreamBase):
     ``defer_reads``: ShardDataset's; a source's window then holds large samples' ids, read as they leave.
     ``stratify``: the DataLoader's batch size B; every batch then holds floor or ceil of each source's
     share (None: the plain order, within one sample of each share at every prefix).
+
+    ``batch_size``: the DataLoader's; needed when a source's ``weight`` is a schedule (``{"stages":
+    [[step, weight], ...]}`` or ``{"ramp": ...}``): the weights then change at global steps, every
+    worker's prefix within one sample of the schedule's running share (``schedule.py``).
 
     ``monitor`` is ShardDataset's (statistics, the watchdog: ``ds.stats()``).
 
@@ -97,6 +102,7 @@ class Mixture(StreamBase):
         batch_window: int | None = None,
         overlong: str = "skip",
         weight_by: str = "samples",
+        batch_size: int | None = None,
         monitor: MonitorOptions | bool | None = None,
     ) -> None:
         super().__init__()
@@ -119,6 +125,13 @@ class Mixture(StreamBase):
             MixtureBudget(budget_options, self.shard_lists, self.bases, opening) if budget_options else None
         )
         self.shares = token_shares(self.sources, self.shard_lists, weight_by, self.budget)
+        schedules = weight_schedules(
+            self.sources,
+            batch_size=batch_size,
+            stratify=stratify,
+            budgeted=self.budget is not None,
+            weight_by=weight_by,
+        )
         self.names = [share.name for share in self.shares]
         self.decoders = [source_decoder(s) for s in self.sources]
         if prefetch is None:
@@ -139,8 +152,10 @@ class Mixture(StreamBase):
             epoch_size=epoch_size,
             buffer_size=self.reading.buffer_size,
             extra=self.budget.identity() if self.budget is not None else "",
+            schedules=schedules,
+            per_batch=batch_size,
         )
-        self.plan(self.placement.resolve()[1], 1)  # every error in the sources shows now, in the parent
+        self.shape.epoch_plan(self.placement.resolve()[1], 1, 0)  # every error in the sources shows now
         self._origins: dict[str, tuple[int, int]] = {}  # name -> (epoch, its pass-stream start then)
         self._ended_epoch: int | None = None  # an epoch a loaded DataLoader state said was over
         self._restored: Restored | None = None  # what the chain reads when an elastic restore dealt it
@@ -170,9 +185,9 @@ class Mixture(StreamBase):
     def starts(self, epoch: int, plan: MixturePlan) -> list[int]:
         """Where each source's run of this epoch begins in its pass stream."""
         out = []
-        for name, per_epoch in zip(self.names, plan.per_epoch(), strict=True):
+        for j, name in enumerate(self.names):
             first_epoch, start = self._origins.get(name, (0, 0))
-            out.append(start + (epoch - first_epoch) * per_epoch)
+            out.append(start + self.shape.moved(plan.world, plan.workers, first_epoch, epoch)[j])
         return out
 
     # -- counts ----------------------------------------------------------------------------------------
@@ -254,7 +269,7 @@ class Mixture(StreamBase):
         return length - sum(reader["counts"]) if reader and reader["counts"] else length
 
     def _sources_at(self, epoch: int, workers: int = 1) -> dict[str, list[int]]:
-        plan = self.plan(self.placement.resolve()[1], workers)
+        plan = self.shape.epoch_plan(self.placement.resolve()[1], workers, epoch)
         return {
             n: [s, e] for n, s, e in zip(self.names, self.starts(epoch, plan), plan.per_epoch(), strict=True)
         }
@@ -268,6 +283,12 @@ class Mixture(StreamBase):
         samples still once (``restore.py``). Checked here, before any sample is read.
         """
         if isinstance(state, Sequence):
+            if self.shape.schedules is not None:
+                raise ValueError(
+                    "a Mixture with a weight schedule resumes on the same world size and workers only: "
+                    "load this rank's own state (an elastic restore of a scheduled mixture is not supported "
+                    "yet)"
+                )
             if self.budget is not None:
                 raise ValueError(
                     "a Mixture with batch_tokens resumes on the same world size and workers only: load "

@@ -16,6 +16,7 @@ from typing import Any
 
 from ..chain.node import Item, Node, is_int, state_keys_of
 from .plan import Interleave
+from .schedule import Pieces, ScheduledOrder
 from .source import source_of
 from .stratify import Stratified
 from .windows import SourceWindows
@@ -25,7 +26,8 @@ _CHUNK = 1024  # sources picked at once: the interleave's loop runs without a ge
 
 class MixtureReader(Node):
     """State: ``{"counts": [...]}`` — samples handed out so far of each source, in the plan's order (and,
-    stratified, ``"batch_start"``: the counts when the current batch began)."""
+    stratified, ``"batch_start"``: the counts when the current batch began). ``shares``: a weight
+    schedule's running shares for this worker (``schedule.py``; None: the constant weights' interleave)."""
 
     state_keys = frozenset({"counts"})
 
@@ -37,20 +39,24 @@ class MixtureReader(Node):
         *,
         max_open: int = 32,
         stratify: int | None = None,
+        shares: Pieces | None = None,
     ) -> None:
         super().__init__()
         self.sources = list(sources)
         self.budgets = tuple(budgets)
         self.max_open = max_open
         self.stratify = stratify
+        self.shares = shares  # a schedule's running shares (None: constant weights)
         self._bases = list(bases)  # where each source's shards begin in the mixture's shard list
         self._open: OrderedDict[int, SourceWindows] = OrderedDict()
         self._order = self._make_order(None)
         self._chunk: list[int] = []  # the picks being handed out, and an iterator over them
         self._picks: Iterator[int] = iter(())
 
-    def _make_order(self, state: dict[str, Any] | None) -> Interleave | Stratified:
+    def _make_order(self, state: dict[str, Any] | None) -> Interleave | Stratified | ScheduledOrder:
         counts = state["counts"] if state else None
+        if self.shares is not None:
+            return ScheduledOrder(self.shares, self.budgets, counts)
         if self.stratify is not None:
             return Stratified(
                 self.budgets, self.stratify, counts, state.get("batch_start") if state else None

@@ -150,7 +150,7 @@ def _origins(
     info = get_worker_info()
     world = int(place[1]) if place else world
     workers = int(place[3]) if place else (info.num_workers if info is not None else 1)
-    per_epoch = dict(zip(shape.names, shape.plan(world, workers).per_epoch(), strict=True))
+    per_epoch = dict(zip(shape.names, shape.epoch_plan(world, workers, epoch).per_epoch(), strict=True))
     at_start = {name: (epoch, start) for name, (start, _) in starts.items()}
     if {name: moved for name, (_, moved) in starts.items()} == per_epoch:
         if state.get("node") and state.get("left") != 0:  # the saved chain goes on: the same mixture only

@@ -17,13 +17,18 @@ from ..elastic.restore import dataset_digest
 from ..placement.shards import ShardList
 from .passes import PassStream
 from .plan import MixturePlan, Share, plan_mixture
+from .schedule import Schedule
+from .scheduled import ScheduledPlan, scheduled_plan
+
+KEPT_EPOCHS = 4  # scheduled epochs' plans kept per topology (a resume asks for one, the chain another)
 
 
 class MixtureShape:
     """``shares`` and ``shard_lists``: one per source, in order; ``bases``: where each source's shards begin
     in the mixture's shard list; ``placement``: its seed, shuffle and remainder are read (not its rank);
     ``epoch_size``: samples per epoch (None: the shares decide); ``buffer_size``: shared by the sources;
-    ``extra``: more the identity must match (a token budget's options; "": nothing)."""
+    ``extra``: more the identity must match (a token budget's options; "": nothing); ``schedules``: each
+    source's weight over global steps (None: constant weights), in batches of ``per_batch``."""
 
     def __init__(
         self,
@@ -35,6 +40,8 @@ class MixtureShape:
         epoch_size: int | None,
         buffer_size: int,
         extra: str = "",
+        schedules: Sequence[Schedule] | None = None,
+        per_batch: int | None = None,
     ) -> None:
         self.shares = tuple(shares)
         self.shard_lists = tuple(shard_lists)
@@ -44,7 +51,14 @@ class MixtureShape:
         self.epoch_size = epoch_size
         self.buffer_size = buffer_size
         self.extra = extra  # what else the state must match (a token budget's options), in the digest
+        self.schedules = tuple(schedules) if schedules is not None else None
+        self.per_batch = per_batch
+        if self.schedules is not None:
+            steps = ";".join(repr(s.to_state()) for s in self.schedules)
+            self.extra += f"\x00schedules={steps}\x00batch={per_batch}"
         self._plans: dict[tuple[int, int], MixturePlan] = {}
+        self._epochs: dict[tuple[int, int, int], ScheduledPlan] = {}
+        self._moved: dict[tuple[int, int, int], tuple[int, list[int]]] = {}
         self._identity: dict[str, Any] | None = None
 
     def plan(self, world: int, workers: int) -> MixturePlan:
@@ -57,6 +71,33 @@ class MixtureShape:
             )
             self._plans[world, workers] = plan
         return plan
+
+    def epoch_plan(self, world: int, workers: int, epoch: int) -> MixturePlan | ScheduledPlan:
+        """Epoch ``epoch``'s plan: the topology's, or under a schedule that epoch's own (``scheduled.py``)."""
+        if self.schedules is None:
+            return self.plan(world, workers)
+        key = (world, workers, epoch)
+        plan = self._epochs.get(key)
+        if plan is None:
+            base = self.plan(world, workers)
+            plan = scheduled_plan(base, self.schedules, per_batch=self.per_batch or 1, epoch=epoch)
+            while len(self._epochs) >= KEPT_EPOCHS:
+                del self._epochs[next(iter(self._epochs))]
+            self._epochs[key] = plan
+        return plan
+
+    def moved(self, world: int, workers: int, since: int, epoch: int) -> list[int]:
+        """How far each source's pass stream moves from the start of epoch ``since`` to that of ``epoch``."""
+        if self.schedules is None:
+            return [(epoch - since) * n for n in self.plan(world, workers).per_epoch()]
+        key = (world, workers, since)
+        at, out = self._moved.get(key, (since, [0] * len(self.names)))
+        if at > epoch:
+            at, out = since, [0] * len(self.names)
+        for e in range(at, epoch):  # carried on from the last epoch asked: each epoch planned once
+            out = [a + b for a, b in zip(out, self.epoch_plan(world, workers, e).per_epoch(), strict=True)]
+        self._moved[key] = (epoch, out)
+        return list(out)
 
     def window(self, budget: int, length: int) -> int:
         """A source's window in a worker's stream: its share of the shuffle buffer (1 without shuffling)."""

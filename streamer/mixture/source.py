@@ -27,6 +27,7 @@ from ..decode.make import make_decoder
 from ..placement.shards import Concat, ShardList
 from ..placement.subsets import JoinedKept
 from .plan import KINDS, Share
+from .schedule import Schedule
 
 DECODE_KEYS = ("image", "image_size", "audio_rate", "audio_mono", "video_frames", "decoders")
 
@@ -38,7 +39,9 @@ class MixSource:
     ``path``: the packer's index (its path, folder or URL; it must have counts). ``name``: what errors and
     the samples' ``__source__`` call it (None: the folder's name). Exactly one of ``weight`` (what the
     ``repeat`` and ``samples`` sources leave of the epoch is shared in proportion to the weights; ``0``
-    leaves the source out of this run, unopened, with a warning), ``repeat`` (passes over the source per
+    leaves the source out of this run, unopened, with a warning; a schedule, ``{"stages": [[step, weight],
+    ...]}`` or ``{"ramp": [...]}``, makes it a function of the global step: ``Mixture(batch_size=...)``
+    then says what a step is), ``repeat`` (passes over the source per
     epoch, fractions allowed) or ``samples`` (samples per epoch).
     ``fields``, ``decode``, ``image``, ``image_size``, ``audio_rate``, ``audio_mono``, ``video_frames``
     and ``decoders`` are ShardDataset's, for this source's samples alone (``fields`` as a list or a
@@ -47,7 +50,7 @@ class MixSource:
 
     path: str | os.PathLike[str]
     name: str | None = None
-    weight: float | None = None
+    weight: float | Mapping[str, Any] | Schedule | None = None
     repeat: float | None = None
     samples: int | None = None
     fields: Sequence[str] | Mapping[str, str | Sequence[str]] | None = None
@@ -105,7 +108,17 @@ class MixSource:
 
     def share(self, size: int) -> Share:
         kind, value = self.amount()
+        if kind == "weight" and not isinstance(value, numbers.Real):  # a schedule: its shares are its own
+            return Share(self.label(), size, kind, 1.0)
         return Share(self.label(), size, kind, value)
+
+    def schedule(self) -> Schedule | None:
+        """The weight over global steps when ``weight`` is a schedule (``{"stages": [[step, weight], ...]}``
+        or ``{"ramp": ...}``, see ``schedule.py``); None for a number, ``repeat`` or ``samples``."""
+        kind, value = self.amount()
+        if kind != "weight" or isinstance(value, numbers.Real):
+            return None
+        return Schedule.of(value, f"source {self.label()!r}: weight")
 
 
 def read_sources(sources: Sequence[MixSource]) -> list[MixSource]:
