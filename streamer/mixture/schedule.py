@@ -12,8 +12,9 @@ rounded by largest remainder; ``ScheduledOrder`` then picks the sources earliest
 i-th sample of j allowed once ``Q_j > i - 1`` and due when ``Q_j >= i``. In any interval the samples
 due inside it number at most what ``Q`` grows there, i.e. the positions it holds, so every deadline is
 met and every prefix of every worker is within one sample of its running share, as for constant
-weights. Trade-off: a ramp is a piece per batch of the worker (planning is O(batches it spans)), and
-the order runs in Python (about a microsecond a sample more than constant weights' C loop).
+weights (a ramp's shares are on a grid of 2**-40: see ``shares_at``). Trade-off: a ramp is a piece per
+batch of the worker (planning is O(batches it spans): 0.2 s for 3,000), and the order runs in Python,
+in integers: 1.2 us a sample with stages, 1.7 with a ramp, against 0.013 for constant weights' C loop.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from fractions import Fraction
 from typing import Any
 
 KINDS = ("stages", "ramp")
+GRID = 1 << 40  # a ramp's shares are multiples of 1 / GRID (see shares_at)
 
 
 def as_fraction(value: Any, what: str) -> Fraction:
@@ -132,12 +134,24 @@ class Pieces:
 
 
 def shares_at(schedules: Sequence[Schedule], step: int) -> tuple[Fraction, ...]:
-    """Every source's share at ``step``: its weight over all of them; ValueError when all are 0."""
+    """Every source's share at ``step``: its weight over all of them (with a ramp, to the nearest
+    2**-40); ValueError when all are 0."""
     weights = [schedule.at(step) for schedule in schedules]
     whole = sum(weights)
     if whole == 0:
         raise ValueError(f"at step {step} every source's weight is 0: a step must read something")
-    return tuple(weight / whole for weight in weights)
+    shares = [weight / whole for weight in weights]
+    if all(schedule.kind == "stages" for schedule in schedules):
+        return tuple(shares)
+    # A ramp's shares differ at every step: exact, the running share's denominators would grow with
+    # every step (10,000 bits after 3,000). On a grid of 2**-40 (largest remainder: still summing to
+    # 1) they stay small, and the running share drifts from the exact one by under 0.001 in 10**9.
+    quotas = [share * GRID for share in shares]
+    parts = [int(q) for q in quotas]
+    by_remainder = sorted(range(len(quotas)), key=lambda j: (parts[j] - quotas[j], j))
+    for j in by_remainder[: GRID - sum(parts)]:
+        parts[j] += 1
+    return tuple(Fraction(part, GRID) for part in parts)
 
 
 def pieces(
@@ -190,26 +204,32 @@ class ScheduledOrder:
             raise ValueError(f"counts {list(self.counts)} do not fit budgets {list(self.budgets)}")
         self.position = sum(self.counts)
         self._heaps: tuple[list[tuple[int, int, int]], list[tuple[int, int]]] | None = None
+        starts = shares.starts
+        self._ends = [*starts[1:], shares.length]
+        self._ints = [_integers(at, rate) for at, rate in zip(shares.at, shares.rate, strict=True)]
+        self._strict = [0] * len(self.budgets)  # each source's piece pointer for "> x" and ">= x"
+        self._reach = [0] * len(self.budgets)
 
     def state(self) -> dict[str, list[int]]:
         return {"counts": list(self.counts)}
 
     def first(self, j: int, x: int, strict: bool) -> int:
         """The first position p (1 = after one sample) where ``Q_j(p) > x`` (``strict``) or ``>= x``; past
-        the end when it never is."""
-        s = self.shares
-        at, rate, starts = s.at[j], s.rate[j], s.starts
-        # The last piece starting below x (or at it, for >): Q_j is non-decreasing across pieces.
-        k = (bisect.bisect_right(at, x) if strict else bisect.bisect_left(at, x)) - 1
-        if k < 0:
-            return 0
-        r = rate[k]
-        if r == 0:  # flat: it crosses at the next piece's start (or never)
-            return starts[k + 1] if k + 1 < len(starts) else s.length + 1
-        steps = (x - at[k]) / r
-        p = starts[k] + (int(steps) + 1 if strict else -int(-steps // 1))
-        end = starts[k + 1] if k + 1 < len(starts) else s.length
-        return p if p <= end else s.length + 1
+        the end when it never is. In integers: ``Q_j`` at piece k's start is ``num[k] / den[k]``, its rate
+        ``up[k] / over[k]``; a pointer per source and kind finds the piece (``x`` only grows for a source,
+        so it only moves on: amortised O(1) a sample)."""
+        num, den, up, over, scale = self._ints[j]
+        pointers = self._strict if strict else self._reach
+        k, last = pointers[j], len(num) - 1
+        # The last piece starting at or below x (strict) or below x: Q_j does not decrease.
+        while k < last and (num[k + 1] <= x * den[k + 1] if strict else num[k + 1] < x * den[k + 1]):
+            k += 1
+        pointers[j] = k
+        if up[k] == 0:  # flat to the end (a flat piece before another is passed over above)
+            return self.shares.length + 1
+        gap = (x * den[k] - num[k]) * over[k]
+        p = self.shares.starts[k] + (gap // scale[k] + 1 if strict else -(-gap // scale[k]))
+        return p if p <= self._ends[k] else self.shares.length + 1
 
     def _window(self, j: int, count: int) -> tuple[int, int]:
         """(release, deadline) of source j's sample ``count + 1``."""
@@ -255,3 +275,12 @@ class ScheduledOrder:
             out.append(j)
         self.position = position
         return out
+
+
+def _integers(at: Sequence[Fraction], rate: Sequence[Fraction]) -> tuple[list[int], ...]:
+    """One source's pieces in integers: Q at each start (num, den), the rate (up, over), den x up."""
+    num = [q.numerator for q in at]
+    den = [q.denominator for q in at]
+    up = [r.numerator for r in rate]
+    over = [r.denominator for r in rate]
+    return num, den, up, over, [d * u for d, u in zip(den, up, strict=True)]
