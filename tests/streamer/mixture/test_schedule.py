@@ -127,3 +127,10 @@ def test_schedules_parse_from_plain_data_and_refuse_bad_input():
             Schedule.of(bad)
     with pytest.raises(ValueError, match="every source's weight is 0"):
         shares_at([Schedule.of({"stages": [[0, 1], [3, 0]]})], 3)
+
+
+def test_a_sample_due_where_the_share_reaches_a_whole_number_is_not_late():
+    """Steps 0-1: weights 1, 1, 2 (the last source's share reaches exactly 1 after two samples); then 1,
+    1, 0. Its sample is due at position 2, not when the share passes 1 (never): three sources ready at
+    once, the earlier two first on a tie, would leave it a whole sample behind."""
+    check([Schedule.of(1), Schedule.of(1), Schedule.of({"stages": [[0, 2], [2, 0]]})], 4, 1, 0, 1, 0, 2)
