@@ -5,6 +5,8 @@
 - ``config.py``: a mixture's YAML file.
 - ``plan.py``: how many samples of each source a worker reads, and the interleave (pure).
 - ``stratify.py``: batch-stratified order (every batch holds each source's share).
+- ``schedule.py``: weights over global steps, the running share, the scheduled order (pure).
+- ``scheduled.py``: one epoch's plan under a schedule (each worker's budgets and shares).
 - ``passes.py``: a source's pass stream, pass after pass in new shard orders.
 - ``reader.py``: a worker's mixture stream, each pick served from its source's window.
 - ``windows.py``: one source's windows (ids of large samples, else bytes; small sources held).
