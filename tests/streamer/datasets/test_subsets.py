@@ -334,3 +334,32 @@ def test_random_predicates_keep_exactly_what_they_say_with_equal_ranks(dataset, 
         seen += keys
     assert sizes == {len(kept) // world}
     assert len(seen) == len(set(seen)) and set(seen) <= kept
+
+
+def test_a_scheduled_mixture_of_a_subset_switches_at_its_step_on_both_ranks_reading_only_kept_samples(
+    dataset, tmp_path
+):
+    """A subset (no cost-0..9 sample, every third key out) and the whole dataset, weights switching at
+    global step 6 (batches of 4, 2 workers): on 2 ranks, equal steps, the subset's batches before step 6
+    and the whole's after, and nothing the subset leaves out read from it."""
+    from torchdata.stateful_dataloader import StatefulDataLoader
+
+    from streamer import Mixture
+
+    (tmp_path / "out.txt").write_text("".join(f"{_keys(i)}\n" for i in range(0, SAMPLES, 3)))
+    make_subset(dataset, tmp_path / "sub", SubsetOptions(exclude=tmp_path / "out.txt", where="cost >= 10"))
+    kept = {_keys(i) for i in range(SAMPLES) if i % 3 and i % 97 >= 10}
+    switch = {"sub": {"stages": [[0, 1], [6, 0]]}, "all": {"stages": [[0, 0], [6, 1]]}}
+    paths = {"sub": str(tmp_path / "sub"), "all": str(dataset)}
+    sources = [{"path": paths[n], "name": n, "weight": switch[n], "decode": False} for n in paths]
+    steps, read = [], []
+    for rank in range(2):
+        mix = Mixture(sources, epoch_size=96, batch_size=4, rank=rank, world_size=2)
+        loader = StatefulDataLoader(mix, batch_size=4, num_workers=2, collate_fn=list)
+        batches = [[(s["__source__"], s["__key__"]) for s in batch] for batch in loader]
+        steps.append(len(batches))
+        for step, batch in enumerate(batches):
+            assert {source for source, _ in batch} == ({"sub"} if step < 6 else {"all"}), (rank, step)
+        read += [key for batch in batches for source, key in batch if source == "sub"]
+    assert steps == [12, 12]
+    assert len(read) == len(set(read)) == 2 * 6 * 4 and set(read) <= kept

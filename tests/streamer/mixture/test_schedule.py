@@ -3,6 +3,7 @@ every prefix, end exactly on its budgets, and continue from any counts as the un
 
 from __future__ import annotations
 
+import itertools
 from fractions import Fraction
 
 import pytest
@@ -134,3 +135,45 @@ def test_a_sample_due_where_the_share_reaches_a_whole_number_is_not_late():
     1, 0. Its sample is due at position 2, not when the share passes 1 (never): three sources ready at
     once, the earlier two first on a tie, would leave it a whole sample behind."""
     check([Schedule.of(1), Schedule.of(1), Schedule.of({"stages": [[0, 2], [2, 0]]})], 4, 1, 0, 1, 0, 2)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    schedules(),
+    st.lists(st.integers(1, 200), min_size=4, max_size=4),
+    st.integers(1, 5),
+    st.integers(1, 4),
+    st.integers(1, 6),
+    st.integers(0, 3),
+)
+def test_a_scheduled_epoch_deals_every_source_run_once_with_equal_ranks(
+    plans, sizes, world, workers, per_batch, epoch
+):
+    """Over ranks x workers: every rank the same length; each source's epoch run dealt exactly once (the
+    workers' ranges tile it); worker i's budgets the same on every rank and its picks within one sample
+    of the running share its steps give; the epoch's steps the same on every rank."""
+    from streamer.mixture.plan import Share, plan_mixture
+    from streamer.mixture.scheduled import scheduled_plan
+
+    shares = [Share(f"s{j}", sizes[j]) for j in range(len(plans))]
+    size = sum(sizes[: len(plans)])
+    if size // world < workers:
+        return
+    base = plan_mixture(shares, world=world, workers=workers, epoch_size=size)
+    plan = scheduled_plan(base, plans, per_batch=per_batch, epoch=epoch)
+    per_epoch = plan.per_epoch()
+    for j in range(len(plans)):
+        spans = sorted(plan.worker_range(j, r, w) for r in range(world) for w in range(workers))
+        assert spans[0][0] == 0 and spans[-1][1] == per_epoch[j]
+        assert all(a[1] == b[0] for a, b in itertools.pairwise(spans))  # tiled: nothing twice or skipped
+    assert sum(per_epoch) == world * base.rank_length
+    batches = [-(-base.worker_length(w) // per_batch) for w in range(workers)]
+    for w in range(workers):
+        length = base.worker_length(w)
+        steps = [step_of(batches, w, t) for t in range(batches[w])]
+        q = _running(plans, length, per_batch, epoch * sum(batches), steps)
+        picks = ScheduledOrder(plan.shares[w], plan.budgets(w)).fill(length)
+        counts = [0] * len(plans)
+        for p, j in enumerate(picks, start=1):
+            counts[j] += 1
+            assert all(abs(c - q[i][p]) < 1 for i, c in enumerate(counts))
