@@ -162,3 +162,16 @@ def test_stream_errors_say_where_and_keep_their_kinds_apart():
         and str(located).endswith("member 'k.jpg' at byte 4096: does not decode: truncated")
     )
     assert located.located(1) is located  # a known offset is kept
+
+
+def test_an_offsets_sidecar_that_goes_backwards_or_miscounts_is_refused_naming_it():
+    from shardstream.format.offsets import decode_offsets, encode_offsets
+
+    assert list(decode_offsets(encode_offsets([0, 512, 512, 2048]), samples=3)) == [0, 512, 512, 2048]
+    for data, named in [
+        (encode_offsets([0, 1024, 512, 2048]), "not increasing"),
+        (encode_offsets([0, 512])[:-1], "multiple of 8"),
+        (encode_offsets([0, 512, 1024]), "index says 3"),
+    ]:
+        with pytest.raises(FormatError, match=rf"a-000001\.tar\.offsets: .*{named}"):
+            decode_offsets(data, source="a-000001.tar.offsets", samples=3)
