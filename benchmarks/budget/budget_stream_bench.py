@@ -27,6 +27,10 @@ batches hold 1 to ~50 of these equal-sized samples, and a DataLoader hands batch
 large one; a deeper prefetch (8) lets it work ahead instead (results then named ``...-p8-<date>``).
 The ratio is reported from the bests and as the median of each round's ratio (its three contenders ran
 back to back), the steadier of the two here.
+Beside the wall, each run's CPU seconds (its process and its joined workers, ``getrusage``) give the CPU a
+sample, budget over plain at the same mean: what the budget's own work costs, without the waits of the
+DataLoader's in-order hand-off (a worker done with its small batches idles while the other makes a
+large one; the wall pays for those, the CPU does not).
 
     .venv/bin/python benchmarks/budget/budget_stream_bench.py          # ~1 minute here, data made once
     .venv/bin/python benchmarks/budget/budget_stream_bench.py --no-save
@@ -39,6 +43,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import resource
 import subprocess
 import sys
 import time
@@ -94,17 +99,30 @@ def one_epoch(shards: str, mode: str, workers: int, batch: int, prefetch: int = 
         loader = DataLoader(
             ds, batch_size=batch, num_workers=workers, collate_fn=as_list, prefetch_factor=ahead
         )
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), cpu_seconds()
     batches = samples = 0
     for items in loader:
         batches += 1
         samples += len(items)
-    return {"seconds": time.perf_counter() - started, "batches": batches, "samples": samples}
+    seconds = time.perf_counter() - started
+    del loader, items  # the workers joined: their CPU is in RUSAGE_CHILDREN
+    return {"seconds": seconds, "batches": batches, "samples": samples, "cpu": cpu_seconds() - cpu}
+
+
+def cpu_seconds() -> float:
+    """User + system seconds of this process and its joined children (the DataLoader's workers)."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def rate(run: dict) -> float:
     """A run's samples per second."""
     return run["samples"] / run["seconds"]
+
+
+def per_cpu(run: dict) -> float:
+    """A run's samples per CPU second (main process and workers)."""
+    return run["samples"] / run["cpu"]
 
 
 def interpolated(at_low: float, at_high: float, low: int, high: int, mean: float) -> float:
@@ -164,6 +182,14 @@ def main() -> None:
         for i in range(args.repeats)
     )
     paired = rounds[len(rounds) // 2]
+    # CPU a sample, main process and workers together: steadier than the wall, and what the budget's own
+    # work costs (the wall adds the in-order hand-off's waits).
+    cpu_rounds = sorted(
+        interpolated(per_cpu(runs[f"plain {low}"][i]), per_cpu(runs[f"plain {high}"][i]), low, high, mean)
+        / per_cpu(runs["budget"][i])
+        for i in range(args.repeats)
+    )
+    cpu_paired = cpu_rounds[len(cpu_rounds) // 2]
     lines = [
         f"# Token budgets, read ({datetime.date.today()})",
         "",
@@ -186,6 +212,8 @@ def main() -> None:
         f"of the rounds' ratios ({', '.join(f'{r:.2f}' for r in rounds)}) "
         f"(/ plain {low}: {best['budget'] / best[f'plain {low}']:.2f}x, "
         f"/ plain {high}: {best['budget'] / best[f'plain {high}']:.2f}x)",
+        f"CPU a sample (main process and workers), budget / plain at the same mean: {cpu_paired:.2f}x, the "
+        f"median of the rounds' ({', '.join(f'{r:.2f}' for r in cpu_rounds)})",
     ]
     report = "\n".join(lines) + "\n"
     print(report)
@@ -197,6 +225,7 @@ def main() -> None:
         stem.with_suffix(".md").write_text(report)
         record = {"args": vars(args), "runs": runs, "mean": mean, "plain_at_mean": at_mean, "best": best}
         record["paired"] = {"rounds": rounds, "median": paired}
+        record["cpu_paired"] = {"rounds": cpu_rounds, "median": cpu_paired}
         stem.with_suffix(".json").write_text(json.dumps(record, indent=1))
 
 
