@@ -16,6 +16,16 @@ _budgets: dict[tuple[int, int, int], FlightBudget] = {}
 _made = threading.Lock()
 
 
+def _forked() -> None:
+    """A forked child's own lock: the parent's may be held at the fork by a thread the child lacks (its
+    first budget would then wait for good, as a DataLoader worker did on the statistics' lock)."""
+    global _made
+    _made = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forked)
+
+
 class FlightBudget:
     """``limit`` bytes in flight at most, ``reserve`` of them only for hungry readers. ``used`` and
     ``peak`` (the most ever held at once) are there to be looked at."""

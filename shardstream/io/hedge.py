@@ -20,6 +20,16 @@ _pools: dict[int, ThreadPoolExecutor] = {}
 _made = threading.Lock()
 
 
+def _forked() -> None:
+    """A forked child's own lock: the parent's may be held at the fork by a thread the child lacks (its
+    first pool would then wait for good, as a DataLoader worker did on the statistics' lock)."""
+    global _made
+    _made = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forked)
+
+
 def _pool() -> ThreadPoolExecutor:
     with _made:
         pool = _pools.get(os.getpid())
