@@ -1,0 +1,149 @@
+#!/usr/bin/env python3
+"""Clips and windows (issue 38, acceptance 2): a 4-second clip at 2 fps from a long video, and a 30-second
+window from a long FLAC, decoded by seeking (ours) against decoding the whole member and cutting.
+
+Data (made once with ffmpeg under ``--workdir``): a ``--minutes`` (10) minute 1280x720 H.264 video at 30 fps
+(testsrc, a keyframe every 2 s, as encoders default to) and a ``--audio-minutes`` (60) minute 16 kHz mono
+FLAC. Each contender runs in a fresh process, ``--repeats`` (3) times alternated; reported: clips (or
+windows) per second, best and median, and the process's peak RSS (``getrusage``) over the interpreter
+with torch and torchcodec imported.
+
+* ours: ``decode_clips`` / ``decode_windows`` (``streamer/decode/clipdecode.py``), ``where="random"``,
+  a new key each clip;
+* whole and cut: every frame decoded in order in chunks of 64 (memory bounded, as a careful pipeline
+  would) keeping the clip's 8; every sample of the FLAC decoded, the window cut out.
+
+webdataset's video decoder (``torch_video``: ``torchvision.io.read_video`` of the whole member) holds every
+frame at once: 18,000 frames of 1280x720 RGB are 50 GB, beyond this machine, so it is reported from its
+arithmetic, not run.
+
+    .venv/bin/python benchmarks/decode/clips_bench.py          # ~5 minutes the first time (encoding)
+    .venv/bin/python benchmarks/decode/clips_bench.py --no-save
+
+Results: markdown on stdout and ``benchmarks/results/clips-<date>.{md,json}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]  # benchmarks/decode/<this> -> the repository
+sys.path.insert(0, str(ROOT))
+RESULTS = ROOT / "benchmarks" / "results"
+CLIPS = 4  # clips (or windows) each run decodes, each at another random start
+
+
+def make_data(root: Path, minutes: int, audio_minutes: int) -> tuple[Path, Path]:
+    root.mkdir(parents=True, exist_ok=True)
+    video, audio = root / f"video-{minutes}m.mp4", root / f"audio-{audio_minutes}m.flac"
+    if not video.exists():
+        source = f"testsrc=size=1280x720:rate=30:duration={minutes * 60}"
+        encode = ["-c:v", "libx264", "-preset", "ultrafast", "-g", "60", "-pix_fmt", "yuv420p"]
+        command = ["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", source, *encode]
+        subprocess.run([*command, "-movflags", "+faststart", str(video)], check=True)
+    if not audio.exists():
+        source = f"sine=frequency=440:sample_rate=16000:duration={audio_minutes * 60}"
+        command = ["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", source, "-ac", "1"]
+        subprocess.run([*command, str(audio)], check=True)
+    return video, audio
+
+
+def child(kind: str, path: str) -> dict:
+    """Run in a fresh process: ``CLIPS`` clips or windows one way, the seconds and the peak RSS."""
+    import torch
+    from torchcodec.decoders import AudioDecoder, VideoDecoder
+
+    from streamer.decode.clipdecode import decode_clips, decode_windows
+    from streamer.decode.clips import ClipOptions, WindowOptions, clip_times, starts
+
+    data = Path(path).read_bytes()
+    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    clip, window = ClipOptions(seconds=4, fps=2), WindowOptions(seconds=30)
+    started = time.perf_counter()
+    for i in range(CLIPS):
+        key = f"member-{i}"
+        if kind == "video-ours":
+            decode_clips(data, clip, key=key)
+        elif kind == "audio-ours":
+            decode_windows(data, window, key=key)
+        elif kind == "video-whole":
+            decoder = VideoDecoder(data)
+            meta = decoder.metadata
+            first = starts(meta.duration_seconds, 4, 1, "random", seed=0, epoch=0, key=key)[0]
+            wanted = [round(t * meta.average_fps) for t in clip_times(first, clip, meta.duration_seconds)]
+            kept = []
+            for chunk in range(0, meta.num_frames, 64):  # every frame decoded, in order
+                frames = decoder.get_frames_in_range(chunk, min(chunk + 64, meta.num_frames)).data
+                kept += [frames[n - chunk] for n in wanted if chunk <= n < chunk + 64]
+            torch.stack(kept)
+        else:  # audio-whole
+            samples = AudioDecoder(data).get_all_samples()
+            first = starts(samples.duration_seconds, 30, 1, "random", seed=0, epoch=0, key=key)[0]
+            begin = round(first * samples.sample_rate)
+            samples.data[:, begin : begin + 30 * samples.sample_rate].clone()
+    seconds = time.perf_counter() - started
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return {"seconds": seconds, "per_second": CLIPS / seconds, "rss_mb": peak / 1024, "base_mb": base / 1024}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--minutes", type=int, default=10)
+    parser.add_argument("--audio-minutes", type=int, default=60)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--workdir", default="/tmp/shardstream-clips-bench")
+    parser.add_argument("--no-save", action="store_true")
+    parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(child(*args.child)))
+        return
+    video, audio = make_data(Path(args.workdir), args.minutes, args.audio_minutes)
+    kinds = {"video-ours": video, "video-whole": video, "audio-ours": audio, "audio-whole": audio}
+    runs: dict[str, list[dict]] = {kind: [] for kind in kinds}
+    for _ in range(args.repeats):
+        for kind, path in kinds.items():
+            command = [sys.executable, __file__, "--child", kind, str(path)]
+            out = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+            runs[kind].append(json.loads(out))
+    frames = args.minutes * 60 * 30
+    lines = [
+        f"# Clips and windows ({datetime.date.today()})",
+        "",
+        f"{CLIPS} random 4-second clips at 2 fps from a {args.minutes}-minute 1280x720 H.264 video (30 fps, "
+        f"a keyframe every 2 s); {CLIPS} random 30-second windows from a {args.audio_minutes}-minute 16 kHz "
+        f"FLAC; fresh processes, {args.repeats} rounds alternated",
+        "",
+        "| contender | per second (best) | per second (median) | peak RSS over the start (MB) |",
+        "|---|---|---|---|",
+    ]
+    for kind, rs in runs.items():
+        rates = [r["per_second"] for r in rs]
+        rss = statistics.median(r["rss_mb"] - r["base_mb"] for r in rs)
+        lines.append(f"| {kind} | {max(rates):,.2f} | {statistics.median(rates):,.2f} | {rss:,.0f} |")
+    ours, whole = (statistics.median(r["per_second"] for r in runs[k]) for k in ("video-ours", "video-whole"))
+    lines += [
+        "",
+        f"Video: ours {ours / whole:,.0f}x whole-and-cut (medians). webdataset's `torch_video` reads the "
+        f"whole member into memory: {frames:,} frames x 1280 x 720 x 3 bytes = "
+        f"{frames * 1280 * 720 * 3 / 1e9:,.0f} GB, not run.",
+    ]
+    report = "\n".join(lines) + "\n"
+    print(report)
+    if not args.no_save:
+        RESULTS.mkdir(exist_ok=True)
+        stem = RESULTS / f"clips-{datetime.date.today()}"
+        stem.with_suffix(".md").write_text(report)
+        stem.with_suffix(".json").write_text(json.dumps({"args": vars(args), "runs": runs}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
