@@ -35,7 +35,7 @@ from ..chain.recovery import Recovery
 from ..chain.shuffle import ShuffleBuffer, buffer_seed
 from ..chain.skips import check_skipping, skipping
 from ..chain.standins import StandIns
-from ..decode.make import make_decoder
+from ..decode.make import for_epoch, make_decoder
 from ..elastic.deal import Plan, Stream
 from ..placement.segments import (
     ResampledShards,
@@ -73,8 +73,9 @@ class ShardDataset(ShardResume, StreamBase):
     extension; False: bytes; a callable: your own function of the sample dict, in place of decoding,
     given the members ``fields`` keeps as stored), ``image``
     (``"pil"``, ``"numpy"`` or ``"torch"``), ``image_size`` (decode at least this size, reduced where the
-    codec can), ``audio_rate``, ``audio_mono``, ``video_frames`` (N evenly spaced frames), ``decoders``
-    (``{"ext": fn}`` added to the registry for this dataset).
+    codec can), ``audio_rate``, ``audio_mono``, ``video_frames`` (N evenly spaced frames), ``video``
+    and ``audio`` (clips and windows of long members, decoding only those seconds: ``DecodeOptions``),
+    ``decoders`` (``{"ext": fn}`` added to the registry for this dataset).
 
     Errors: ``on_error`` (``"raise"``, ``"skip"`` or ``"warn"``), ``keep_length`` (a skipped sample is
     stood in for by repeating the next, so every rank keeps ``len(ds)``).
@@ -129,6 +130,8 @@ class ShardDataset(ShardResume, StreamBase):
         audio_rate: int | None = None,
         audio_mono: bool = False,
         video_frames: int | None = None,
+        video: Any = None,
+        audio: Any = None,
         decoders: Mapping[str, Callable[[bytes], Any]] | None = None,
         on_error: str = "raise",
         keep_length: bool = True,
@@ -180,6 +183,8 @@ class ShardDataset(ShardResume, StreamBase):
             audio_rate=audio_rate,
             audio_mono=audio_mono,
             video_frames=video_frames,
+            video=video,
+            audio=audio,
             decoders=decoders,
             fields=self.reading.fields,
         )
@@ -251,7 +256,7 @@ class ShardDataset(ShardResume, StreamBase):
         if deferred is not None:
             node = Fetch(node, deferred, recovery)
         if self.decoder is not None:
-            node = Mapper(node, self.decoder, recovery)
+            node = Mapper(node, for_epoch(self.decoder, self.placement.seed, epoch), recovery)
         if slot is not None:  # batches, exactly the target's: the count holds without stand-ins
             b = self.budget
             node = BudgetBatches(node, slot, b.options, b.costs, self._shared)  # type: ignore[union-attr]

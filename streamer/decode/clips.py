@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import math
 import struct
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -109,3 +110,41 @@ def clip_times(start: float, options: ClipOptions, duration: float, last: float 
     time; None: just before ``duration``), so a clip past the end repeats its last frame."""
     end = last if last is not None else max(duration - 1e-6, 0.0)
     return [min(start + k / options.fps, end) for k in range(options.frames)]
+
+
+def clip_options(value: Any) -> ClipOptions | None:
+    """``video=`` as ClipOptions: itself, or a mapping in the README's names (``clip_seconds``, ``fps``,
+    ``clips``, ``where``, ``size``, ``seek_mode``); None stays None. ValueError naming a wrong key."""
+    if value is None or isinstance(value, ClipOptions):
+        return value
+    names = {"clip_seconds": "seconds", "fps": "fps", "clips": "clips", "where": "where", "size": "size"}
+    names["seek_mode"] = "seek_mode"
+    fields = _renamed(value, names, "video")
+    if isinstance(fields.get("size"), list):
+        fields["size"] = tuple(fields["size"])
+    try:
+        return ClipOptions(**fields)
+    except TypeError:
+        raise ValueError("video needs at least clip_seconds and fps") from None
+
+
+def window_options(value: Any) -> WindowOptions | None:
+    """``audio=`` as WindowOptions: itself, or a mapping (``window_seconds``, ``windows``, ``where``,
+    ``rate``, ``mono``); None stays None. ValueError naming a wrong key."""
+    if value is None or isinstance(value, WindowOptions):
+        return value
+    names = {"window_seconds": "seconds", "windows": "windows", "where": "where", "rate": "rate"}
+    names["mono"] = "mono"
+    try:
+        return WindowOptions(**_renamed(value, names, "audio"))
+    except TypeError:
+        raise ValueError("audio needs at least window_seconds") from None
+
+
+def _renamed(value: Any, names: dict[str, str], what: str) -> dict[str, Any]:
+    if not isinstance(value, Mapping):
+        raise ValueError(f"{what} must be a mapping of its options ({', '.join(names)}), not {value!r:.80}")
+    unknown = [key for key in value if key not in names]
+    if unknown:
+        raise ValueError(f"{what}: unknown option {unknown[0]!r}; it takes {', '.join(names)}")
+    return {names[key]: item for key, item in value.items()}

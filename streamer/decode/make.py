@@ -24,3 +24,12 @@ def make_decoder(decode: bool | Decode, **options: Any) -> Callable[[Any], Any] 
     from .sample import SampleDecoder
 
     return SampleDecoder(**options)
+
+
+def for_epoch(decoder: Callable[[Any], Any], seed: int, epoch: int) -> Callable[[Any], Any]:
+    """``decoder``, told the epoch its clips and windows fall in (``SampleDecoder.set_epoch``); a caller's
+    own function as it is."""
+    set_epoch = getattr(decoder, "set_epoch", None)
+    if set_epoch is not None:
+        set_epoch(seed, epoch)
+    return decoder

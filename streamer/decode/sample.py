@@ -21,10 +21,12 @@ from typing import Any
 
 from shardstream.checks import is_positive_int, one_of, positive_int_or_none
 from shardstream.errors import DecodeError, short_reason
-from shardstream.mediatypes import IMAGE_FORMATS
+from shardstream.mediatypes import AUDIO_EXTENSIONS, IMAGE_FORMATS, VIDEO_EXTENSIONS
 from shardstream.sizes import parse_size
 
 from ..stats.timers import KIND_EVERY, decode_clock, kind_of, timed_into
+from .clipdecode import decode_clips, decode_windows
+from .clips import ClipOptions, WindowOptions, clip_options, window_options
 from .fields import Fields
 from .gunzip import GUNZIP_MAX_BYTES, gunzip
 from .image import IMAGE_MAX_PIXELS, LISTED_FORMATS, turbo_jpeg
@@ -63,6 +65,11 @@ class DecodeOptions:
     torchcodec's alike; default 178,956,970, Pillow's own refusal; None: no bound of ours, Pillow's
     ``PIL.Image.MAX_IMAGE_PIXELS`` still applies on its path), ``gunzip_max_bytes`` (a ``.gz`` member
     inflating past this is refused; bytes or a size like ``"1GiB"``; default 256 MiB, which it may hold).
+
+    ``video`` (``{"clip_seconds": 4, "fps": 2, "clips": 1, "where": "random", "size": (224, 224)}``) and
+    ``audio`` (``{"window_seconds": 30, "windows": 1, "where": "random", "rate": 16000, "mono": True}``):
+    video members become ``decode_clips``'s dict and audio members ``decode_windows``'s, decoding only
+    those seconds, placed per (seed, epoch, key) (``clips.py``; ``set_epoch`` says which).
     """
 
     image: str = "pil"  # pil, numpy (HWC uint8), torch (CHW uint8), raw (bytes kept)
@@ -74,6 +81,8 @@ class DecodeOptions:
     fields: Fields | Sequence[str] | Mapping[str, str | Sequence[str]] | None = None  # parsed to Fields
     image_max_pixels: int | None = IMAGE_MAX_PIXELS
     gunzip_max_bytes: int | str = GUNZIP_MAX_BYTES
+    video: ClipOptions | Mapping[str, Any] | None = None  # clips of long videos (clips.py)
+    audio: WindowOptions | Mapping[str, Any] | None = None  # windows of long audio (clips.py)
 
     def __post_init__(self) -> None:
         one_of("image", self.image, IMAGE_MODES)
@@ -93,6 +102,12 @@ class DecodeOptions:
                 f"decoders must map extensions or member names to functions, not {self.decoders!r}"
             )
         object.__setattr__(self, "fields", Fields.of(self.fields))
+        object.__setattr__(self, "video", clip_options(self.video))
+        object.__setattr__(self, "audio", window_options(self.audio))
+        if self.video is not None and self.video_frames is not None:
+            raise ValueError("give video_frames or video (clips), not both")
+        if self.audio is not None and (self.audio_rate is not None or self.audio_mono):
+            raise ValueError("with audio (windows), give rate and mono inside it, not audio_rate/audio_mono")
 
 
 class SampleDecoder:
@@ -113,6 +128,28 @@ class SampleDecoder:
         self._fields: Fields | None = options.fields  # type: ignore[assignment]  # parsed by DecodeOptions
         self._resolved: dict[str, Decoder] = {}
         self._timed: dict[str, Decoder] = {}  # the same decoders, each timed into its kind (statistics)
+        self.seed = self.epoch = 0  # where clips and windows fall: set_epoch
+        self._key = ""  # the sample being decoded, for clips and windows
+        self._keyed = options.video is not None or options.audio is not None
+        own = options.decoders or {}  # the caller's decoders stay theirs
+        for given, names, fn, builtin in (
+            (options.video, VIDEO_EXTENSIONS, self._clips, decode_video),
+            (options.audio, AUDIO_EXTENSIONS, self._windows, decode_audio),
+        ):  # in place of the built-in decoder only (not one registered or given instead)
+            if given is not None:
+                self._table.update((n, fn) for n in names if n not in own and DECODERS.get(n) is builtin)
+
+    def set_epoch(self, seed: int, epoch: int) -> None:
+        """Clips and windows from now on fall where (seed, epoch, key) puts them (the chain's epoch)."""
+        self.seed, self.epoch = seed, epoch
+
+    def _clips(self, data: bytes) -> dict[str, Any]:
+        video = self.options.video
+        return decode_clips(data, video, seed=self.seed, epoch=self.epoch, key=self._key)  # type: ignore[arg-type]
+
+    def _windows(self, data: bytes) -> dict[str, Any]:
+        audio = self.options.audio
+        return decode_windows(data, audio, seed=self.seed, epoch=self.epoch, key=self._key)  # type: ignore[arg-type]
 
     def __call__(self, sample: dict[str, Any]) -> dict[str, Any]:
         # One sample in KIND_EVERY goes through decoders timed one by one: the split of decoding time by
@@ -122,6 +159,8 @@ class SampleDecoder:
         resolved = self._resolved
         if not clock.countdown:
             clock.countdown, resolved = KIND_EVERY, self._timed
+        if self._keyed:
+            self._key = str(sample.get("__key__", ""))
         if self._fields is not None:
             return self._decode_fields(sample, self._fields, resolved)
         out: dict[str, Any] = {}

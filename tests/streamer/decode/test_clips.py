@@ -144,3 +144,50 @@ def test_a_member_without_frames_or_samples_is_a_value_error(media):
         decode_clips(media["a.wav"], ClipOptions(seconds=1, fps=1))
     with pytest.raises((ValueError, RuntimeError)):
         decode_windows(media["h264.mp4"], WindowOptions(seconds=1))
+
+
+def _tar(path, members):
+    import io
+    import tarfile
+
+    with tarfile.open(path, "w") as tar:
+        for name, data in members:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return str(path)
+
+
+def test_a_dataset_decodes_clips_and_windows_per_seed_epoch_and_key(media, tmp_path):
+    """``ShardDataset(video=..., audio=...)``: each sample's clips and windows fall where (seed, epoch,
+    key) puts them: the same on a second run, elsewhere next epoch; a damaged member is skipped, counted."""
+    from streamer import ShardDataset
+
+    members = []
+    for i in range(4):
+        members += [(f"s{i}.mp4", media["h264.mp4"]), (f"s{i}.flac", media["a.flac"])]
+    members += [("bad.mp4", media["h264.mp4"][:300]), ("bad.flac", media["a.flac"])]
+    shard = _tar(tmp_path / "clips-000000.tar", members)
+    video = {"clip_seconds": 2, "fps": 2, "clips": 2, "size": [60, 80]}
+    audio = {"window_seconds": 1, "rate": 8000, "mono": True}
+
+    def epoch(number, **options):
+        ds = ShardDataset(shard, video=video, audio=audio, shuffle=False, seed=3, **options)
+        ds.set_epoch(number)
+        return ds, list(ds)
+
+    ds, first = epoch(0, on_error="skip", keep_length=False)
+    assert [s["__key__"] for s in first] == ["s0", "s1", "s2", "s3"]
+    assert ds.errors["decode_errors"] == 1, dict(ds.errors)  # the cut video, skipped and counted
+    sample = first[0]
+    assert sample["mp4"]["frames"].shape == (2, 4, 3, 60, 80)
+    assert sample["flac"]["audio"].shape == (1, 1, 8000) and sample["flac"]["rate"] == 8000
+    starts = [s["mp4"]["starts"].tolist() for s in first]
+    assert len({tuple(x) for x in starts}) == 4  # each key its own clips
+    again = [s["mp4"]["starts"].tolist() for s in epoch(0, on_error="skip", keep_length=False)[1]]
+    later = [s["mp4"]["starts"].tolist() for s in epoch(1, on_error="skip", keep_length=False)[1]]
+    assert again == starts and later != starts
+    with pytest.raises(ValueError, match="video_frames or video"):
+        ShardDataset(shard, video=video, video_frames=4)
+    with pytest.raises(ValueError, match="unknown option 'seconds'"):
+        ShardDataset(shard, video={"seconds": 2, "fps": 2})
