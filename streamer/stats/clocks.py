@@ -9,20 +9,23 @@ clocks saw it; what none of them covers is split between waiting for a CPU (know
 from __future__ import annotations
 
 import threading
-import time
 
 from shardstream.io.iostats import ThreadClock, thread_clock
 
 from .timers import DecodeClock, decode_clock
 
 
-def thread_cpu(ident: int | None) -> float | None:
-    """Seconds of CPU the thread ``ident`` has used, or None where the platform cannot tell (or it ended)."""
-    if ident is None:
+def thread_cpu(native_id: int | None) -> float | None:
+    """Seconds of CPU the thread ``native_id`` (``threading.get_native_id()``) has used, or None where
+    the platform cannot tell or the thread has ended. Read from ``/proc/self/task/<id>/schedstat``, never
+    ``pthread_getcpuclockid``: a thread may end between a check and the call, and its freed handle then
+    crashed the process (a segfault in CI, reading an ended DataLoader queue's feeder thread)."""
+    if native_id is None:
         return None
     try:
-        return time.clock_gettime(time.pthread_getcpuclockid(ident))
-    except (AttributeError, OSError):
+        with open(f"/proc/self/task/{native_id}/schedstat", "rb") as handle:
+            return int(handle.read().split()[0]) / 1e9
+    except (OSError, IndexError, ValueError):
         return None
 
 
@@ -46,7 +49,8 @@ class Reading:
         self.clock: ThreadClock = thread_clock()  # called in the reading thread: its own
         self.decoding: DecodeClock = decode_clock()
         self.schedstat = f"/proc/self/task/{threading.get_native_id()}/schedstat"
-        self.base = (self.clock.open, self.clock.io, self.decoding.decode, thread_cpu(ident) or 0.0)
+        self.native_id = threading.get_native_id()  # called in the reading thread: its own
+        self.base = (self.clock.open, self.clock.io, self.decoding.decode, thread_cpu(self.native_id) or 0.0)
         self.delay_base = run_delay(self.schedstat) or 0.0
         self.run_queue = 0.0  # all the run-queue delay, as of the last ``seconds``
         self.kinds_base = dict(self.decoding.kinds)
@@ -56,7 +60,7 @@ class Reading:
         opened, waited, decoded, cpu_base = self.base
         opening, io = self.clock.open - opened, self.clock.io - waited
         decode = self.decoding.decode - decoded
-        cpu = thread_cpu(self.ident)
+        cpu = thread_cpu(self.native_id)
         used = max(0.0, (cpu - cpu_base) if cpu is not None else decode)
         other = max(0.0, min(used - decode, wall - opening - io - decode))
         delay = run_delay(self.schedstat)

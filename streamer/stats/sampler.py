@@ -75,7 +75,7 @@ class Meter:
         self.fill = 0.0
         self.started = 0.0
         self.first_seen = False
-        self.feeder: int | None = None  # the feeder thread: all its CPU is hand-off
+        self.feeder: int | None = None  # the feeder thread's native id: all its CPU is hand-off
         self.watchdog: Watchdog | None = None
         self.source_counts: SourceCounts | None = None  # a Mixture's samples per source, this epoch
         self.sources_before = [0] * SOURCES  # and the epochs' before
@@ -129,7 +129,7 @@ class Meter:
 
     def look_for_feeder(self) -> None:
         if self.feeder is None:  # it starts with the first batch sent
-            self.feeder = next((t.ident for t in threading.enumerate() if t.name == FEEDER), None)
+            self.feeder = next((t.native_id for t in threading.enumerate() if t.name == FEEDER), None)
 
     def tick(self, now: float) -> bool:
         """One look (call with ``lock`` held); False once the reading thread is gone."""
