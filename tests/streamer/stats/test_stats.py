@@ -348,3 +348,32 @@ def test_a_parents_iteration_collected_in_a_forked_worker_is_left_to_the_parent(
         release.set()
         holder.join()
     assert meter.counter is not None  # still the parent's, still running: not ended by the worker
+
+
+def test_a_threads_cpu_is_read_while_it_runs_and_none_once_it_has_ended():
+    """The feeder thread of a DataLoader queue may end between a look and a read: reading an ended
+    thread's CPU must give None, not crash the process (pthread_getcpuclockid on its freed handle did)."""
+    import threading
+
+    from streamer.stats.clocks import thread_cpu
+
+    spinning, stop, ids = threading.Event(), threading.Event(), []
+
+    def spin() -> None:
+        ids.append(threading.get_native_id())
+        spinning.set()
+        while not stop.is_set():
+            sum(range(1000))
+
+    thread = threading.Thread(target=spin)
+    thread.start()
+    spinning.wait(10)
+    first = thread_cpu(ids[0])
+    deadline = time.monotonic() + 10
+    while (thread_cpu(ids[0]) or 0.0) <= (first or 0.0) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert first is not None and thread_cpu(ids[0]) > first  # it runs: its CPU grows
+    stop.set()
+    thread.join()
+    for _ in range(100):  # ended: None, however often asked
+        assert thread_cpu(ids[0]) is None
