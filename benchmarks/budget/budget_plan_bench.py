@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import sys
 import time
 from pathlib import Path
@@ -36,7 +35,10 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]  # benchmarks/budget/<this> -> the repository
 sys.path.insert(0, str(ROOT))
-RESULTS = ROOT / "benchmarks" / "results"
+sys.path.insert(0, str(ROOT / "benchmarks"))  # the shared harness package
+
+from harness import RESULTS  # noqa: E402
+from harness.report import save_results  # noqa: E402
 
 
 def llava_costs(samples: int, seed: int = 0) -> np.ndarray:
@@ -198,10 +200,9 @@ def main() -> None:
     )
     print(report)
     if not args.no_save:
-        RESULTS.mkdir(exist_ok=True)
-        stem = RESULTS / f"budget-plan-{datetime.date.today()}"
-        stem.with_suffix(".md").write_text(report)
-        stem.with_suffix(".json").write_text(json.dumps({"args": vars(args), "rows": rows}, indent=1))
+        save_results(
+            RESULTS, f"budget-plan-{datetime.date.today()}", {"args": vars(args), "rows": rows}, report, print
+        )
 
 
 if __name__ == "__main__":

@@ -29,7 +29,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]  # benchmarks/budget/<this> -> the repository
 sys.path.insert(0, str(ROOT))
-RESULTS = ROOT / "benchmarks" / "results"
+sys.path.insert(0, str(ROOT / "benchmarks"))  # the shared harness package
+
+from harness import RESULTS  # noqa: E402
+from harness.report import save_results  # noqa: E402
+
 PER_SHARD = 1_000
 
 
@@ -142,10 +146,7 @@ def main() -> None:
     report = "\n".join(lines) + "\n"
     print(report)
     if not args.no_save:
-        RESULTS.mkdir(exist_ok=True)
-        stem = RESULTS / f"budget-plan-scale-{datetime.date.today()}"
-        stem.with_suffix(".md").write_text(report)
-        stem.with_suffix(".json").write_text(json.dumps({"rows": rows}, indent=1))
+        save_results(RESULTS, f"budget-plan-scale-{datetime.date.today()}", {"rows": rows}, report, print)
 
 
 if __name__ == "__main__":

@@ -51,7 +51,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]  # benchmarks/budget/<this> -> the repository
 sys.path.insert(0, str(ROOT))
-RESULTS = ROOT / "benchmarks" / "results"
+sys.path.insert(0, str(ROOT / "benchmarks"))  # the shared harness package
+
+from harness import RESULTS  # noqa: E402
+from harness.report import save_results  # noqa: E402
+
 BUDGET = 8192
 
 
@@ -218,15 +222,12 @@ def main() -> None:
     report = "\n".join(lines) + "\n"
     print(report)
     if not args.no_save:
-        RESULTS.mkdir(exist_ok=True)
         kind = "budget-stream-text" if args.bytes_per_token else "budget-stream"
         kind += f"-p{args.prefetch}" if args.prefetch != 2 else ""
-        stem = RESULTS / f"{kind}-{datetime.date.today()}"
-        stem.with_suffix(".md").write_text(report)
         record = {"args": vars(args), "runs": runs, "mean": mean, "plain_at_mean": at_mean, "best": best}
         record["paired"] = {"rounds": rounds, "median": paired}
         record["cpu_paired"] = {"rounds": cpu_rounds, "median": cpu_paired}
-        stem.with_suffix(".json").write_text(json.dumps(record, indent=1))
+        save_results(RESULTS, f"{kind}-{datetime.date.today()}", record, report, print)
 
 
 if __name__ == "__main__":

@@ -37,7 +37,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]  # benchmarks/decode/<this> -> the repository
 sys.path.insert(0, str(ROOT))
-RESULTS = ROOT / "benchmarks" / "results"
+sys.path.insert(0, str(ROOT / "benchmarks"))  # the shared harness package
+
+from harness import RESULTS  # noqa: E402
+from harness.report import save_results  # noqa: E402
+
 CLIPS = 4  # clips (or windows) each run of ours decodes, each at another random start (whole: 1)
 
 
@@ -141,10 +145,9 @@ def main() -> None:
     report = "\n".join(lines) + "\n"
     print(report)
     if not args.no_save:
-        RESULTS.mkdir(exist_ok=True)
-        stem = RESULTS / f"clips-{datetime.date.today()}"
-        stem.with_suffix(".md").write_text(report)
-        stem.with_suffix(".json").write_text(json.dumps({"args": vars(args), "runs": runs}, indent=1))
+        save_results(
+            RESULTS, f"clips-{datetime.date.today()}", {"args": vars(args), "runs": runs}, report, print
+        )
 
 
 if __name__ == "__main__":

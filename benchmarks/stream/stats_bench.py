@@ -33,7 +33,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]  # benchmarks/stream/<this> -> the repository
 sys.path.insert(0, str(ROOT))
-RESULTS = ROOT / "benchmarks" / "results"
+sys.path.insert(0, str(ROOT / "benchmarks"))  # the shared harness package
+
+from harness import RESULTS  # noqa: E402
+from harness.report import save_results  # noqa: E402
 
 
 def write_shards(root: Path, samples, per_shard: int) -> Path:
@@ -176,11 +179,12 @@ def main() -> None:
     report = "\n".join(lines) + "\n"
     print(report)
     if not args.no_save:
-        RESULTS.mkdir(exist_ok=True)
-        stem = RESULTS / f"stats-overhead-{datetime.date.today()}"
-        stem.with_suffix(".md").write_text(report)
-        stem.with_suffix(".json").write_text(
-            json.dumps({"args": vars(args), "runs": runs, "best": best}, indent=1)
+        save_results(
+            RESULTS,
+            f"stats-overhead-{datetime.date.today()}",
+            {"args": vars(args), "runs": runs, "best": best},
+            report,
+            print,
         )
 
 

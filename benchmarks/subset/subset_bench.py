@@ -36,7 +36,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]  # benchmarks/subset/<this> -> the repository
 sys.path.insert(0, str(ROOT))
-RESULTS = ROOT / "benchmarks" / "results"
+sys.path.insert(0, str(ROOT / "benchmarks"))  # the shared harness package
+
+from harness import RESULTS  # noqa: E402
+from harness.report import save_results  # noqa: E402
 
 
 def make_open_data(root: Path, shards: int, per_shard: int) -> tuple[Path, Path]:
@@ -165,11 +168,12 @@ def main() -> None:
     report = render(args, opened, read)
     print(report)
     if not args.no_save:
-        RESULTS.mkdir(exist_ok=True)
-        stem = RESULTS / f"subset-{datetime.date.today()}"
-        stem.with_suffix(".md").write_text(report)
-        stem.with_suffix(".json").write_text(
-            json.dumps({"args": vars(args), "open": opened, "read": read}, indent=1)
+        save_results(
+            RESULTS,
+            f"subset-{datetime.date.today()}",
+            {"args": vars(args), "open": opened, "read": read},
+            report,
+            print,
         )
 
 
