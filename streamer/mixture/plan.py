@@ -205,12 +205,19 @@ class Interleave:
     def state(self) -> dict[str, list[int]]:
         return {"counts": list(self.counts)}
 
+    def window(self, j: int, count: int) -> tuple[int, int]:
+        """(release, deadline) of source j's sample ``count + 1``: the first position its share allows it
+        at and the last it may come at (positions from 1). Constant shares here; ``ScheduledOrder``'s
+        follow a schedule, with the same heaps and loop."""
+        budget, length = self.budgets[j], self.length
+        return count * length // budget + 1, -(-(count + 1) * length // budget)
+
     def _heaps(self) -> tuple[list[tuple[int, int, int]], list[tuple[int, int]]]:
         """(waiting: (release, deadline, source) not yet allowed, ready: (deadline, source)), from counts."""
         waiting, ready = [], []
         for j, (count, budget) in enumerate(zip(self.counts, self.budgets, strict=True)):
             if count < budget:
-                release, deadline = count * self.length // budget + 1, -(-(count + 1) * self.length // budget)
+                release, deadline = self.window(j, count)
                 if release <= self.position + 1:
                     ready.append((deadline, j))
                 else:
@@ -228,20 +235,19 @@ class Interleave:
         if self._state is None:
             self._state = self._heaps()
         waiting, ready = self._state
-        counts, budgets, length = self.counts, self.budgets, self.length
+        counts, budgets, window = self.counts, self.budgets, self.window
         push, pop, replace = heapq.heappush, heapq.heappop, heapq.heapreplace
         position, stop = self.position, min(self.length, self.position + n)
         out = []
-        while position < stop:  # the per-sample hot path: locals only, one heap operation or two
+        while position < stop:  # per sample (without the C loop): one heap operation or two
             position += 1
             while waiting and waiting[0][0] <= position:
                 _, deadline, j = pop(waiting)
                 push(ready, (deadline, j))
             j = ready[0][1]
             count = counts[j] = counts[j] + 1
-            budget = budgets[j]
-            if count < budget:
-                release, deadline = count * length // budget + 1, -(-(count + 1) * length // budget)
+            if count < budgets[j]:
+                release, deadline = window(j, count)
                 if release <= position + 1:
                     replace(ready, (deadline, j))
                 else:

@@ -20,12 +20,13 @@ in integers: 1.2 us a sample with stages, 1.7 with a ramp, against 0.013 for con
 from __future__ import annotations
 
 import bisect
-import heapq
 import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
+
+from .plan import Interleave
 
 KINDS = ("stages", "ramp")
 GRID = 1 << 40  # a ramp's shares are multiples of 1 / GRID (see shares_at)
@@ -187,31 +188,20 @@ def pieces(
     )
 
 
-class ScheduledOrder:
-    """Earliest-deadline-first picks over ``Pieces`` (see the module): the interface of ``Interleave``
-    (``fill``, ``counts``, ``position``, ``budgets``, ``length``, ``state``). The state is the counts."""
+class ScheduledOrder(Interleave):
+    """Earliest-deadline-first picks over ``Pieces`` (see the module): ``Interleave``'s heaps, loop and
+    state (the counts), with each sample's window from the schedule's running share."""
 
     def __init__(self, shares: Pieces, budgets: Sequence[int], counts: Sequence[int] | None = None) -> None:
-        self.shares = shares
-        self.budgets = tuple(budgets)
-        self.length = sum(self.budgets)
+        super().__init__(budgets, counts, native=False)  # the C loop knows constant shares only
         if self.length != shares.length:
             raise ValueError(f"budgets add up to {self.length}, not the worker's {shares.length} samples")
-        self.counts = list(counts) if counts is not None else [0] * len(self.budgets)
-        if len(self.counts) != len(self.budgets) or any(
-            not 0 <= c <= b for c, b in zip(self.counts, self.budgets, strict=True)
-        ):
-            raise ValueError(f"counts {list(self.counts)} do not fit budgets {list(self.budgets)}")
-        self.position = sum(self.counts)
-        self._heaps: tuple[list[tuple[int, int, int]], list[tuple[int, int]]] | None = None
+        self.shares = shares
         starts = shares.starts
         self._ends = [*starts[1:], shares.length]
         self._ints = [_integers(at, rate) for at, rate in zip(shares.at, shares.rate, strict=True)]
         self._strict = [0] * len(self.budgets)  # each source's piece pointer for "> x" and ">= x"
         self._reach = [0] * len(self.budgets)
-
-    def state(self) -> dict[str, list[int]]:
-        return {"counts": list(self.counts)}
 
     def first(self, j: int, x: int, strict: bool) -> int:
         """The first position p (1 = after one sample) where ``Q_j(p) > x`` (``strict``) or ``>= x``; past
@@ -231,50 +221,11 @@ class ScheduledOrder:
         p = self.shares.starts[k] + (gap // scale[k] + 1 if strict else -(-gap // scale[k]))
         return p if p <= self._ends[k] else self.shares.length + 1
 
-    def _window(self, j: int, count: int) -> tuple[int, int]:
-        """(release, deadline) of source j's sample ``count + 1``."""
+    def window(self, j: int, count: int) -> tuple[int, int]:
+        """(release, deadline) of source j's sample ``count + 1``, from the running share."""
         release = max(self.first(j, count, True), 1)
         deadline = min(self.first(j, count + 1, False), self.length)
         return release, max(deadline, release)
-
-    def _make_heaps(self) -> tuple[list[tuple[int, int, int]], list[tuple[int, int]]]:
-        waiting, ready = [], []
-        for j, (count, budget) in enumerate(zip(self.counts, self.budgets, strict=True)):
-            if count < budget:
-                release, deadline = self._window(j, count)
-                if release <= self.position + 1:
-                    ready.append((deadline, j))
-                else:
-                    waiting.append((release, deadline, j))
-        heapq.heapify(ready)
-        heapq.heapify(waiting)
-        return waiting, ready
-
-    def fill(self, n: int) -> list[int]:
-        """The next ``n`` sources (fewer at the end); ``counts`` and ``position`` move past them."""
-        if self._heaps is None:
-            self._heaps = self._make_heaps()
-        waiting, ready = self._heaps
-        counts, budgets = self.counts, self.budgets
-        push, pop = heapq.heappush, heapq.heappop
-        position, stop = self.position, min(self.length, self.position + n)
-        out = []
-        while position < stop:
-            position += 1
-            while waiting and waiting[0][0] <= position:
-                _, deadline, j = pop(waiting)
-                push(ready, (deadline, j))
-            _, j = pop(ready)
-            count = counts[j] = counts[j] + 1
-            if count < budgets[j]:
-                release, deadline = self._window(j, count)
-                if release <= position + 1:
-                    push(ready, (deadline, j))
-                else:
-                    push(waiting, (release, deadline, j))
-            out.append(j)
-        self.position = position
-        return out
 
 
 def _integers(at: Sequence[Fraction], rate: Sequence[Fraction]) -> tuple[list[int], ...]:

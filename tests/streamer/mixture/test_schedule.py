@@ -40,7 +40,7 @@ def check(schedules, length, per_batch, worker, workers, first_step, cut):
     assert all(abs(b - row[-1]) < 1 for b, row in zip(budgets, q, strict=True))
     order = ScheduledOrder(shares, budgets)
     picks = order.fill(length + 5)
-    assert len(picks) == length and order.counts == budgets
+    assert len(picks) == length and list(order.counts) == budgets
     counts = [0] * len(schedules)
     for p, j in enumerate(picks, start=1):
         counts[j] += 1
