@@ -3,8 +3,8 @@
 A mutation tool finds what the suite misses; these are the bugs a reviewer planted by hand, kept so that
 "this test catches that bug" stays checkable. Each plant is applied to a fresh clone of HEAD (the work
 tree is never touched), and only its named tests run there, with the clone's code first on PYTHONPATH so
-subprocesses (the CLI, torchrun, DataLoader workers) run the planted code too. The clone gets the C tar
-header fast path as built here, or, for a plant that patches C, the patched source compiled.
+subprocesses (the CLI, torchrun, DataLoader workers) run the planted code too. The clone gets every C
+extension as built here, or, for a plant that patches C, the patched source compiled.
 
     .ci/plants [NAME ...]      # all plants, or those named; exit 1 if any plant survives or fails to apply
 """
@@ -42,10 +42,16 @@ BUILD = (
 )
 
 
+PACKAGES = ("shardstream", "streamer", "packer")
+
+
 def install_c_fast_path(clone: Path) -> None:
-    """The tar header fast path, as built here (a plant that patches no C runs on it)."""
-    for so in (ROOT / "shardstream" / "format").glob("_tarscan*.so"):
-        shutil.copy2(so, clone / "shardstream" / "format")
+    """Every C extension as built here (the tar header path, the budget pool, the interleave, the subset
+    copy, ...), so a plant that patches no C runs on them, as the install does: with the tar path alone,
+    the rest fell back to their Python loops and a test comparing C with Python compared Python twice."""
+    for package in PACKAGES:
+        for so in (ROOT / package).rglob("_*.so"):
+            shutil.copy2(so, clone / so.relative_to(ROOT))
 
 
 def build_patched_c(clone: Path) -> str | None:
