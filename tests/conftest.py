@@ -6,6 +6,9 @@ import json
 import os
 import tarfile
 import tempfile
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -111,3 +114,24 @@ def write_dataset(root: Path, counts: list[int], *, prefix: str = "train", paylo
         entries.append(writer.close())
     DatasetIndex(shard_pattern(prefix, len(counts)), entries).save(root / INDEX_NAME)
     return root / INDEX_NAME
+
+
+@contextmanager
+def held_by_another_thread(lock) -> Iterator[None]:
+    """``lock`` held by another thread for the whole block (as a background thread may hold one at the
+    instant a process forks), released after it."""
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with lock:
+            held.set()
+            release.wait(60)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    held.wait(10)
+    try:
+        yield
+    finally:
+        release.set()
+        holder.join()

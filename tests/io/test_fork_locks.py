@@ -10,6 +10,7 @@ import time
 import pytest
 
 from shardstream.io import flight, hedge
+from tests.conftest import held_by_another_thread
 
 
 @pytest.mark.parametrize(
@@ -21,17 +22,7 @@ from shardstream.io import flight, hedge
     ids=["flight-budget", "hedge-pool"],
 )
 def test_a_child_forked_while_a_parent_thread_holds_the_registry_lock_gets_its_own(module, first_use):
-    held, release = threading.Event(), threading.Event()
-
-    def hold() -> None:
-        with module._made:
-            held.set()
-            release.wait(30)
-
-    holder = threading.Thread(target=hold)
-    holder.start()
-    held.wait(10)
-    try:
+    with held_by_another_thread(module._made):
         pid = os.fork()
         if pid == 0:  # the child: its first use must not wait on the parent's held lock
             done = threading.Event()
@@ -47,7 +38,4 @@ def test_a_child_forked_while_a_parent_thread_holds_the_registry_lock_gets_its_o
             os.kill(pid, 9)
             os.waitpid(pid, 0)
             pytest.fail("the child never finished")
-        assert os.waitstatus_to_exitcode(status) == 0, "the child's first use waited on the parent's lock"
-    finally:
-        release.set()
-        holder.join()
+    assert os.waitstatus_to_exitcode(status) == 0, "the child's first use waited on the parent's lock"

@@ -18,7 +18,7 @@ from torch.utils.data import DataLoader
 from packer import PackOptions, pack
 from shardstream.io.http import HttpOptions
 from streamer import MonitorOptions, ShardDataset, raw_collate, watch
-from tests.conftest import write_dataset
+from tests.conftest import held_by_another_thread, write_dataset
 from tests.servers.shaped_s3 import ShapedS3Server
 
 pytest_plugins = ["tests.servers.shaped_fixtures"]
@@ -282,28 +282,13 @@ def test_more_busy_workers_than_cores_wait_for_a_cpu(tmp_path):
 def test_a_worker_forked_while_a_parent_thread_holds_the_samplers_lock_starts(tmp_path):
     """The parent's sampler thread may hold the lock the instant a worker forks (it finishes dropped
     iterations under it): the worker must not inherit it held. Held here on purpose for the whole start."""
-    import threading
-
     from streamer.stats import sampler
 
     index = write_dataset(tmp_path / "d", [30, 30])
-    held, release = threading.Event(), threading.Event()
-
-    def hold() -> None:
-        with sampler._guard:
-            held.set()
-            release.wait(60)
-
-    holder = threading.Thread(target=hold)
-    holder.start()
-    held.wait(10)
-    try:
+    with held_by_another_thread(sampler._guard):
         ds = ShardDataset(index, decode=False)
         loader = DataLoader(ds, batch_size=None, num_workers=2, multiprocessing_context="fork", timeout=30)
         assert sum(1 for _ in loader) == 60  # a worker stuck on the inherited lock: a timeout here
-    finally:
-        release.set()
-        holder.join()
 
 
 def test_a_parents_iteration_collected_in_a_forked_worker_is_left_to_the_parent(tmp_path):
@@ -311,42 +296,30 @@ def test_a_parents_iteration_collected_in_a_forked_worker_is_left_to_the_parent(
     iterator in a reference cycle) must not end it there: the parent's meter lock may be held at the fork
     by the parent's sampler thread, which the worker lacks (a worker hung so in CI, in a Mixture test)."""
     import gc
-    import threading
 
     index = write_dataset(tmp_path / "d", [30, 30])
     parent = ShardDataset(index, decode=False)
     running = iter(parent)
     next(running)
     meter = parent._shared.stats.meter
-    held, release = threading.Event(), threading.Event()
-
-    def hold() -> None:  # as the parent's sampler thread does at every tick
-        with meter.lock:
-            held.set()
-            release.wait(60)
-
-    holder = threading.Thread(target=hold)
-    holder.start()
-    held.wait(10)
     cycle: list = [running]
     cycle.append(cycle)  # freed only by a collection: in the worker, the one below
     del running, cycle
     gc.disable()  # not collected here before the fork (the worker collects it)
     try:
-        ds = ShardDataset(index, decode=False)
-        loader = DataLoader(
-            ds,
-            batch_size=None,
-            num_workers=1,
-            multiprocessing_context="fork",
-            timeout=30,
-            worker_init_fn=lambda _: gc.collect(),
-        )
-        assert sum(1 for _ in loader) == 60  # a worker stuck on the inherited lock: a timeout here
+        with held_by_another_thread(meter.lock):  # as the parent's sampler thread does at every tick
+            ds = ShardDataset(index, decode=False)
+            loader = DataLoader(
+                ds,
+                batch_size=None,
+                num_workers=1,
+                multiprocessing_context="fork",
+                timeout=30,
+                worker_init_fn=lambda _: gc.collect(),
+            )
+            assert sum(1 for _ in loader) == 60  # a worker stuck on the inherited lock: a timeout here
     finally:
         gc.enable()
-        release.set()
-        holder.join()
     assert meter.counter is not None  # still the parent's, still running: not ended by the worker
 
 
