@@ -35,6 +35,11 @@ large one; the wall pays for those, the CPU does not).
     .venv/bin/python benchmarks/budget/budget_stream_bench.py          # ~1 minute here, data made once
     .venv/bin/python benchmarks/budget/budget_stream_bench.py --no-save
 
+``--handoff`` adds two contenders that read nothing: each worker hands the DataLoader copies of one
+~2 KB sample in batches of the budget's own sizes (1 to ~60 samples), against batches of the same count
+and total that differ by at most one sample (8 or 9). Their ratio is what variable batch sizes cost the
+DataLoader's hand-off by themselves (pickling, the pipe, the in-order wait), with no batching of ours.
+
 Results: markdown on stdout and ``benchmarks/results/budget-stream-<date>.{md,json}``.
 """
 
@@ -81,6 +86,13 @@ def make_data(root: Path, samples: int, size: int, per_token: int = 0) -> Path:
     return shards
 
 
+def batch_sizes(shards: Path) -> list[int]:
+    """The budgeted batches' sizes over one epoch, in one process (what the hand-off contenders send)."""
+    from streamer import ShardDataset
+
+    return [len(b) for b in ShardDataset(shards, batch_tokens=BUDGET, decode=False, buffer_size=1000, seed=0)]
+
+
 def as_list(samples):
     return samples
 
@@ -110,6 +122,39 @@ def one_epoch(shards: str, mode: str, workers: int, batch: int, prefetch: int = 
         samples += len(items)
     seconds = time.perf_counter() - started
     del loader, items  # the workers joined: their CPU is in RUSAGE_CHILDREN
+    return {"seconds": seconds, "batches": batches, "samples": samples, "cpu": cpu_seconds() - cpu}
+
+
+def handoff_epoch(sizes_file: str, workers: int, even: bool, prefetch: int = 2) -> dict:
+    """Run in a fresh process: one epoch of batches of copies of one sample, of the budget's sizes
+    (``even`` False) or of the same count and total with sizes differing by at most one; nothing read."""
+    from torch.utils.data import DataLoader, IterableDataset, get_worker_info
+
+    sizes = json.loads(Path(sizes_file).read_text())
+    if even:
+        count, total = len(sizes), sum(sizes)
+        sizes = [total // count + (i < total % count) for i in range(count)]
+        sizes = sizes[::2] + sizes[1::2]  # the larger and smaller spread over both workers
+    sample = {"__key__": "s0000000", "__url__": sizes_file, "json": b"x" * 2_050, "__cost__": 600}
+
+    class Batches(IterableDataset):
+        def __iter__(self):
+            info = get_worker_info()
+            worker, every = (info.id, info.num_workers) if info is not None else (0, 1)
+            for size in sizes[worker::every]:
+                yield [dict(sample) for _ in range(size)]
+
+    ahead = prefetch if workers else None
+    loader = DataLoader(
+        Batches(), batch_size=None, num_workers=workers, collate_fn=as_list, prefetch_factor=ahead
+    )
+    started, cpu = time.perf_counter(), cpu_seconds()
+    batches = samples = 0
+    for items in loader:
+        batches += 1
+        samples += len(items)
+    seconds = time.perf_counter() - started
+    del loader, items
     return {"seconds": seconds, "batches": batches, "samples": samples, "cpu": cpu_seconds() - cpu}
 
 
@@ -145,12 +190,16 @@ def main() -> None:
     parser.add_argument("--bytes-per-token", type=int, default=0, help="text of N bytes a token")
     parser.add_argument("--prefetch", type=int, default=2, help="each worker's prefetch_factor")
     parser.add_argument("--workdir", default="/tmp/shardstream-budget-bench")
+    parser.add_argument("--handoff", action="store_true", help="add the hand-off contenders")
     parser.add_argument("--no-save", action="store_true")
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         shards, mode, batch = args.child
-        print(json.dumps(one_epoch(shards, mode, args.workers, int(batch), args.prefetch)))
+        if mode.startswith("handoff"):
+            print(json.dumps(handoff_epoch(shards, args.workers, mode == "handoff-even", args.prefetch)))
+        else:
+            print(json.dumps(one_epoch(shards, mode, args.workers, int(batch), args.prefetch)))
         return
     shards = make_data(Path(args.workdir), args.samples, args.size, args.bytes_per_token)
 
@@ -167,17 +216,29 @@ def main() -> None:
             mode,
             str(batch),
         ]
+        if mode.startswith("handoff"):
+            command[command.index(str(shards))] = str(sizes_file)
         return json.loads(subprocess.run(command, capture_output=True, text=True, check=True).stdout)
 
     probe = run("budget", 1)
     mean = probe["samples"] / probe["batches"]
     low, high = max(1, int(mean)), max(1, int(mean)) + 1
     sizes = {f"plain {low}": low, f"plain {high}": high, "budget": 1}
+    if args.handoff:
+        sizes_file = shards.parent / "budget-sizes.json"
+        sizes_file.write_text(json.dumps(batch_sizes(shards)))
+        sizes.update({"handoff-budget": 0, "handoff-even": 0})
     runs: dict[str, list[dict]] = {name: [] for name in sizes}
     for _ in range(args.repeats):
         for name, size in sizes.items():
             runs[name].append(run(name.split()[0], size))
-    best = {name: max(r["samples"] / r["seconds"] for r in rs) for name, rs in runs.items()}
+    handoff = None
+    if args.handoff:  # what the budget's sizes cost the hand-off alone, per round, median
+        pairs = list(zip(runs["handoff-budget"], runs["handoff-even"], strict=True))
+        ratios = sorted(rate(b) / rate(e) for b, e in pairs)
+        cpus = sorted(per_cpu(e) / per_cpu(b) for b, e in pairs)
+        handoff = {"rounds": ratios, "median": ratios[len(ratios) // 2], "cpu": cpus[len(cpus) // 2]}
+    best = {name: max(rate(r) for r in rs) for name, rs in runs.items()}
     at_mean = interpolated(best[f"plain {low}"], best[f"plain {high}"], low, high, mean)
     # Each round's three ran back to back: the median of their ratios is steadier than the bests'.
     rounds = sorted(
@@ -219,6 +280,13 @@ def main() -> None:
         f"CPU a sample (main process and workers), budget / plain at the same mean: {cpu_paired:.2f}x, the "
         f"median of the rounds' ({', '.join(f'{r:.2f}' for r in cpu_rounds)})",
     ]
+    if handoff is not None:
+        lines.append(
+            f"Hand-off alone (nothing read; the budget's batch sizes / even sizes, same count and total): "
+            f"{handoff['median']:.2f}x the median of the rounds' "
+            f"({', '.join(f'{r:.2f}' for r in handoff['rounds'])}); "
+            f"CPU a sample {handoff['cpu']:.2f}x"
+        )
     report = "\n".join(lines) + "\n"
     print(report)
     if not args.no_save:
@@ -227,6 +295,7 @@ def main() -> None:
         record = {"args": vars(args), "runs": runs, "mean": mean, "plain_at_mean": at_mean, "best": best}
         record["paired"] = {"rounds": rounds, "median": paired}
         record["cpu_paired"] = {"rounds": cpu_rounds, "median": cpu_paired}
+        record["handoff"] = handoff
         save_results(RESULTS, f"{kind}-{datetime.date.today()}", record, report, print)
 
 
