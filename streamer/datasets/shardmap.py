@@ -24,7 +24,7 @@ from shardstream.io.openers import OpenOptions, read_range, read_small
 
 from ..chain.opener import ShardOpener
 from ..decode.fields import Fields
-from ..decode.make import make_decoder
+from ..decode.make import for_epoch, make_decoder
 from ..placement.shards import ShardList
 
 
@@ -39,6 +39,11 @@ class ShardMap(Dataset):  # type: ignore[type-arg]
     ``decoders`` (decoding), ``http``, ``object_store``, ``cache_dir`` and ``cache_size`` (reaching
     shards) are ``ShardDataset``'s. ``offsets_cache``: shards whose offsets sidecars are kept in memory,
     the most recently read (at least 1).
+
+    ``video`` and ``audio`` (clips and windows of long members, as ``ShardDataset``'s): a sample's clips
+    fall where (``seed``, epoch, key) puts them, so ``[i]`` gives the same clips until ``set_epoch``
+    moves them (epoch 0 until then; DataLoader workers made after the call see it, persistent ones
+    made before do not).
     """
 
     def __init__(
@@ -53,6 +58,9 @@ class ShardMap(Dataset):  # type: ignore[type-arg]
         audio_mono: bool = False,
         video_frames: int | None = None,
         decoders: Mapping[str, Callable[[bytes], Any]] | None = None,
+        video: Any = None,
+        audio: Any = None,
+        seed: int = 0,
         http: HttpOptions | None = None,
         object_store: ObjectStoreOptions | None = None,
         cache_dir: str | os.PathLike[str] | None = None,
@@ -79,10 +87,24 @@ class ShardMap(Dataset):  # type: ignore[type-arg]
             video_frames=video_frames,
             decoders=decoders,
             fields=self.fields,
+            video=video,
+            audio=audio,
         )
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise ValueError(f"seed must be an int, not {seed!r}")
+        self.seed = seed
+        self.set_epoch(0)
         self.offsets_cache = offsets_cache
         self._opener = self._new_opener()
         self._keys: KeyFile | None = None
+
+    def set_epoch(self, epoch: int) -> None:
+        """Clips and windows from now on fall where (seed, ``epoch``, key) puts them."""
+        if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
+            raise ValueError(f"epoch must be an int >= 0, not {epoch!r}")
+        self.epoch = epoch
+        if self.decoder is not None:
+            for_epoch(self.decoder, self.seed, epoch)
 
     def _new_opener(self) -> ShardOpener:
         """Reads by offsets (and the no-sidecar fallback), keeping ``offsets_cache`` shards' sidecars."""

@@ -15,6 +15,7 @@ from ..chain.mapper import Mapper
 from ..chain.node import Node
 from ..chain.recovery import Recovery
 from ..chain.standins import StandIns
+from ..decode.make import for_epoch
 from .budget import budget_deal
 from .elastic import PlanStream
 from .fetch import SourceReads
@@ -57,7 +58,8 @@ def build_chain(
     if any(w.deferred is not None for w in windows):
         node = Fetch(node, SourceReads(windows, mix.bases, reader.touch), recovery)
     if any(decode is not None for decode in mix.decoders):  # one sample at a time, as they leave
-        node = Mapper(node, SourceDecoders(mix.names, mix.decoders), recovery)
+        decoders = for_epoch(SourceDecoders(mix.names, mix.decoders), mix.placement.seed, epoch)
+        node = Mapper(node, decoders, recovery)
     if slot is not None:  # batches, exactly the target's: the count holds without stand-ins
         return BudgetBatches(node, slot, mix.budget.options, mix.budget.costs, counters)
     if recovery.owes:

@@ -23,13 +23,22 @@ from shardstream.userwarn import warn_user
 from ..chain.opener import ShardOpener
 from ..datasets.options import Reading
 from ..decode.fields import Fields
-from ..decode.make import make_decoder
+from ..decode.make import for_epoch, make_decoder
 from ..placement.shards import Concat, ShardList
 from ..placement.subsets import JoinedKept
 from .plan import KINDS, Share
 from .schedule import Schedule
 
-DECODE_KEYS = ("image", "image_size", "audio_rate", "audio_mono", "video_frames", "decoders")
+DECODE_KEYS = (
+    "image",
+    "image_size",
+    "audio_rate",
+    "audio_mono",
+    "video_frames",
+    "decoders",
+    "video",
+    "audio",
+)
 
 
 @dataclass(frozen=True)
@@ -43,9 +52,11 @@ class MixSource:
     ...]}`` or ``{"ramp": [...]}``, makes it a function of the global step: ``Mixture(batch_size=...)``
     then says what a step is), ``repeat`` (passes over the source per
     epoch, fractions allowed) or ``samples`` (samples per epoch).
-    ``fields``, ``decode``, ``image``, ``image_size``, ``audio_rate``, ``audio_mono``, ``video_frames``
-    and ``decoders`` are ShardDataset's, for this source's samples alone (``fields`` as a list or a
-    mapping of names to alternatives, ``{"image": "jpg;png", "meta": "json"}``, in YAML too).
+    ``fields``, ``decode``, ``image``, ``image_size``, ``audio_rate``, ``audio_mono``, ``video_frames``,
+    ``decoders``, ``video`` and ``audio`` (clips and windows: ``{"clip_seconds": 4, "fps": 2}``) are
+    ShardDataset's, for this source's samples alone (``fields`` as a list or a mapping of names to
+    alternatives, ``{"image": "jpg;png", "meta": "json"}``, in YAML too); clips and windows fall where
+    (the mixture's seed, epoch, key) puts them.
     """
 
     path: str | os.PathLike[str]
@@ -61,6 +72,8 @@ class MixSource:
     audio_mono: bool = False
     video_frames: int | None = None
     decoders: Mapping[str, Any] | None = None
+    video: Mapping[str, Any] | None = None
+    audio: Mapping[str, Any] | None = None
 
     @classmethod
     def of(cls, spec: MixSource | Mapping[str, Any], position: int) -> MixSource:
@@ -201,6 +214,11 @@ class SourceDecoders:
 
     def __init__(self, names: Sequence[str], decoders: Sequence[Any]) -> None:
         self.by_name = {name: fn for name, fn in zip(names, decoders, strict=True) if fn is not None}
+
+    def set_epoch(self, seed: int, epoch: int) -> None:
+        """Every source's clips and windows from now on fall where (seed, epoch, key) puts them."""
+        for decode in self.by_name.values():
+            for_epoch(decode, seed, epoch)
 
     def __call__(self, sample: dict[str, Any]) -> Any:
         decode = self.by_name.get(sample["__source__"])

@@ -1,0 +1,157 @@
+"""Clips and windows through every reader (issue 38): a ``Mixture`` source (Python and YAML) and a
+``ShardMap`` decode the same clips and windows as ``ShardDataset`` for the same (seed, epoch, key), so a
+sample's clips do not depend on which reader, source order or topology reads it."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+
+pytestmark = pytest.mark.skipif(shutil.which("ffmpeg") is None, reason="needs ffmpeg")
+pytest.importorskip("torchcodec.decoders")
+
+VIDEO = {"clip_seconds": 1, "fps": 4, "clips": 2, "size": [48, 64]}
+AUDIO = {"window_seconds": 0.5, "windows": 2, "rate": 8000, "mono": True}
+
+
+def _ffmpeg(args: str) -> None:
+    subprocess.run(["ffmpeg", "-v", "error", "-y", *args.split()], check=True)
+
+
+@pytest.fixture(scope="module")
+def datasets(tmp_path_factory):
+    """Two packed datasets of real media: ``video`` (6 samples of a 4 s H.264 .mp4) and ``audio`` (6 of
+    a 4 s FLAC), each sample the same member under its own key (so only the key moves its clips)."""
+    from packer import PackOptions, pack
+
+    root = tmp_path_factory.mktemp("clipreaders")
+    raw = root / "raw"
+    raw.mkdir()
+    _ffmpeg(
+        "-f lavfi -i testsrc=size=80x60:rate=10:duration=4 -c:v libx264 -preset ultrafast "
+        f"-pix_fmt yuv420p -g 10 {raw / 'v.mp4'}"
+    )
+    _ffmpeg(f"-f lavfi -i sine=frequency=300:sample_rate=16000:duration=4 {raw / 'a.flac'}")
+    out = {}
+    for kind, ext in (("video", "mp4"), ("audio", "flac")):
+        folder = root / kind
+        folder.mkdir()
+        for i in range(6):
+            shutil.copy(raw / f"{'v' if kind == 'video' else 'a'}.{ext}", folder / f"{kind}{i}.{ext}")
+        out[kind] = root / f"{kind}-shards"
+        pack(folder, out[kind], PackOptions(max_count=4), progress=False)
+    return out
+
+
+def _starts(samples, ext):
+    return {s["__key__"]: s[ext]["starts"].tolist() for s in samples}
+
+
+def _dataset(path, ext, epoch, seed=5):
+    from streamer import ShardDataset
+
+    options = {"video": VIDEO} if ext == "mp4" else {"audio": AUDIO}
+    ds = ShardDataset(path, shuffle=False, seed=seed, **options)
+    ds.set_epoch(epoch)
+    return _starts(list(ds), ext)
+
+
+def test_a_mixtures_sources_decode_the_clips_and_windows_shard_dataset_does(datasets):
+    from streamer import Mixture
+
+    def mixed(epoch, seed=5):
+        sources = [
+            {"path": str(datasets["video"]), "weight": 1, "video": VIDEO},
+            {"path": str(datasets["audio"]), "weight": 1, "audio": AUDIO},
+        ]
+        mix = Mixture(sources, seed=seed)
+        mix.set_epoch(epoch)
+        samples = list(mix)
+        clips = [s for s in samples if s["__source__"] == "video-shards"]
+        windows = [s for s in samples if s["__source__"] == "audio-shards"]
+        assert clips[0]["mp4"]["frames"].shape == (2, 4, 3, 48, 64)
+        assert windows[0]["flac"]["audio"].shape == (2, 1, 4000)
+        return _starts(clips, "mp4"), _starts(windows, "flac")
+
+    for epoch in (0, 1):
+        clips, windows = mixed(epoch)
+        assert len(clips) == 6 and len(windows) == 6
+        assert clips == _dataset(datasets["video"], "mp4", epoch)
+        assert windows == _dataset(datasets["audio"], "flac", epoch)
+    assert mixed(0) != mixed(1)  # the epoch moves them
+    assert mixed(0) != mixed(0, seed=6)  # and the seed
+
+
+def test_a_mixture_from_yaml_takes_video_and_audio_and_names_a_bad_option(datasets, tmp_path):
+    from streamer import Mixture
+
+    config = tmp_path / "mix.yaml"
+    config.write_text(
+        f"seed: 5\nsources:\n  - path: {datasets['video']}\n    weight: 1\n"
+        "    video: {clip_seconds: 1, fps: 4, clips: 2, size: [48, 64]}\n"
+    )
+    clips = _starts(list(Mixture.from_yaml(config)), "mp4")
+    assert clips == _dataset(datasets["video"], "mp4", 0)
+    config.write_text(f"sources:\n  - path: {datasets['video']}\n    weight: 1\n    video: {{seconds: 1}}\n")
+    with pytest.raises(ValueError, match=r"source 'video-shards'.*unknown option 'seconds'"):
+        Mixture.from_yaml(config)
+
+
+def test_a_shard_map_decodes_the_same_clips_per_epoch_and_seed(datasets):
+    from streamer import ShardMap
+
+    videos = ShardMap(datasets["video"], video=VIDEO, seed=5)
+    sounds = ShardMap(datasets["audio"], audio=AUDIO, seed=5)
+    for epoch in (0, 1):
+        if epoch:
+            videos.set_epoch(epoch)
+            sounds.set_epoch(epoch)
+        assert _starts([videos[i] for i in range(len(videos))], "mp4") == _dataset(
+            datasets["video"], "mp4", epoch
+        )
+        assert _starts([sounds[i] for i in range(6)], "flac") == _dataset(datasets["audio"], "flac", epoch)
+    assert videos.get("video3")["mp4"]["starts"].tolist() == videos[3]["mp4"]["starts"].tolist()
+    with pytest.raises(ValueError, match="epoch must be an int >= 0"):
+        videos.set_epoch(-1)
+    with pytest.raises(ValueError, match="video_frames or video"):
+        ShardMap(datasets["video"], video=VIDEO, video_frames=4)
+
+
+def test_media_columns_from_headers_filter_the_stream(tmp_path):
+    """``shardstream columns --fn streamer.decode.probe:media_columns``: each sample's video and audio
+    lengths from their headers (no frame decoded) as columns, which ``where=`` then filters on; a member
+    that is not media is -1, a sample without one 0."""
+    from packer import PackOptions, pack
+    from shardstream.columns import ColumnOptions, compute_columns
+    from shardstream.format.samplecols import decode_sample_columns
+    from streamer import ShardDataset
+
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    for seconds in (1, 3, 5):
+        _ffmpeg(
+            f"-f lavfi -i testsrc=size=64x48:rate=10:duration={seconds} -c:v libx264 -preset ultrafast "
+            f"-pix_fmt yuv420p {raw / f'v{seconds}.mp4'}"
+        )
+        _ffmpeg(f"-f lavfi -i sine=sample_rate=22050:duration={seconds} {raw / f'v{seconds}.flac'}")
+    _ffmpeg(f"-f lavfi -i testsrc=size=64x48:rate=8:duration=2 -c:v libvpx-vp9 -cpu-used 8 {raw / 'w.webm'}")
+    (raw / "bad.mp4").write_bytes(b"not a video at all" * 10)
+    (raw / "text.txt").write_text("no media")
+    shards = tmp_path / "shards"
+    pack(raw, shards, PackOptions(max_count=3), progress=False)
+    compute_columns(shards, ColumnOptions(fn="streamer.decode.probe:media_columns", name="media"))
+    rows = []
+    for cols in sorted(shards.glob("*.cols")):  # the shards' order
+        table = decode_sample_columns(cols.read_bytes(), source=str(cols), samples=None)
+        rows += [{name: int(v[i]) for name, v in table.items()} for i in range(len(table["video_ms"]))]
+    keys = [s["__key__"] for s in ShardDataset(shards, decode=False, shuffle=False)]
+    by_key = dict(zip(keys, rows, strict=True))
+    assert by_key["v3"] == {"video_ms": 3000, "video_frames": 30, "audio_ms": 3000, "audio_rate": 22050}
+    assert by_key["v1"]["video_frames"] == 10 and by_key["v5"]["audio_ms"] == 5000
+    assert by_key["w"]["video_frames"] == 16 and 1900 <= by_key["w"]["video_ms"] <= 2100
+    assert by_key["bad"] == {"video_ms": -1, "video_frames": -1, "audio_ms": 0, "audio_rate": 0}
+    assert by_key["text"] == dict.fromkeys(by_key["text"], 0)
+    long_enough = ShardDataset(shards, decode=False, shuffle=False, where="video_ms >= 2000")
+    assert [s["__key__"] for s in long_enough] == ["v3", "v5", "w"]
