@@ -1,0 +1,72 @@
+"""Media lengths read from container headers, as per-sample columns: what clip planning, budgets and
+``where=`` filters can know without decoding; a header's figures, not a decode's (a damaged stream may
+hold fewer frames than it declares).
+
+``media_columns`` is a ``shardstream columns --fn`` function (``streamer.decode.probe:media_columns``):
+for each sample, its first video member's ``video_ms`` (duration, milliseconds) and ``video_frames``, and
+its first audio member's ``audio_ms`` and ``audio_rate`` (Hz). A sample without such a member gets 0; a
+member whose header cannot be read (not media, cut short) gets -1, so ``where="video_ms > 0"`` keeps the
+samples with a readable video and ``video_ms == -1`` finds the damaged ones. Frames: the header's count,
+else duration x average rate when the container keeps no count (WebM).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from shardstream.mediatypes import AUDIO_EXTENSIONS, VIDEO_EXTENSIONS
+
+COLUMNS = ("video_ms", "video_frames", "audio_ms", "audio_rate")
+UNREADABLE = -1  # a member whose header could not be read
+
+
+def media_columns(sample: dict[str, Any]) -> dict[str, int]:
+    """The sample's media columns (see the module); needs torchcodec (and FFmpeg)."""
+    out = dict.fromkeys(COLUMNS, 0)
+    video = audio = False
+    for name, data in sample.items():
+        if name.startswith("__") or not isinstance(data, (bytes, bytearray, memoryview)):
+            continue
+        ext = name.rsplit(".", 1)[-1].lower()
+        if ext in VIDEO_EXTENSIONS and not video:
+            video = True
+            out["video_ms"], out["video_frames"] = _video(bytes(data))
+        elif ext in AUDIO_EXTENSIONS and not audio:
+            audio = True
+            out["audio_ms"], out["audio_rate"] = _audio(bytes(data))
+    return out
+
+
+def _video(data: bytes) -> tuple[int, int]:
+    """(milliseconds, frames) from the header; (-1, -1) when it cannot be read."""
+    from torchcodec.decoders import VideoDecoder
+
+    try:  # approximate: the container's header only, no scan of the stream
+        meta = VideoDecoder(data, seek_mode="approximate").metadata
+    except (RuntimeError, ValueError):
+        return UNREADABLE, UNREADABLE
+    seconds = meta.duration_seconds
+    if seconds is None or not math.isfinite(seconds) or seconds < 0:
+        return UNREADABLE, UNREADABLE
+    frames = meta.num_frames
+    if frames is None:
+        fps = meta.average_fps
+        frames = round(seconds * fps) if fps and math.isfinite(fps) else UNREADABLE
+    return round(seconds * 1000), int(frames)
+
+
+def _audio(data: bytes) -> tuple[int, int]:
+    """(milliseconds, sample rate) from the header; (-1, -1) when it cannot be read."""
+    from torchcodec.decoders import AudioDecoder
+
+    try:
+        meta = AudioDecoder(data).metadata
+    except (RuntimeError, ValueError):
+        return UNREADABLE, UNREADABLE
+    seconds, rate = meta.duration_seconds_from_header, meta.sample_rate
+    if rate is None:
+        return UNREADABLE, UNREADABLE
+    if seconds is None or not math.isfinite(seconds) or seconds < 0:
+        return UNREADABLE, int(rate)
+    return round(seconds * 1000), int(rate)
