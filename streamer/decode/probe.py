@@ -6,8 +6,8 @@ hold fewer frames than it declares).
 for each sample, its first video member's ``video_ms`` (duration, milliseconds) and ``video_frames``, and
 its first audio member's ``audio_ms`` and ``audio_rate`` (Hz). A sample without such a member gets 0; a
 member whose header cannot be read (not media, cut short) gets -1, so ``where="video_ms > 0"`` keeps the
-samples with a readable video and ``video_ms == -1`` finds the damaged ones. Frames: the header's count,
-else duration x average rate when the container keeps no count (WebM).
+samples with a readable video and ``video_ms == -1`` finds the damaged ones. Frames: torchcodec's
+``num_frames`` (the header's count, else duration x average rate when the container keeps none: WebM).
 """
 
 from __future__ import annotations
@@ -49,11 +49,8 @@ def _video(data: bytes) -> tuple[int, int]:
     seconds = meta.duration_seconds
     if seconds is None or not math.isfinite(seconds) or seconds < 0:
         return UNREADABLE, UNREADABLE
-    frames = meta.num_frames
-    if frames is None:
-        fps = meta.average_fps
-        frames = round(seconds * fps) if fps and math.isfinite(fps) else UNREADABLE
-    return round(seconds * 1000), int(frames)
+    frames = meta.num_frames  # torchcodec's: the header's count, else duration x average rate (WebM)
+    return round(seconds * 1000), int(frames) if frames is not None else UNREADABLE
 
 
 def _audio(data: bytes) -> tuple[int, int]:
