@@ -155,3 +155,32 @@ def test_media_columns_from_headers_filter_the_stream(tmp_path):
     assert by_key["text"] == dict.fromkeys(by_key["text"], 0)
     long_enough = ShardDataset(shards, decode=False, shuffle=False, where="video_ms >= 2000")
     assert [s["__key__"] for s in long_enough] == ["v3", "v5", "w"]
+
+
+def test_a_resumed_run_and_another_topology_give_the_same_clips(datasets):
+    """A StatefulLoader (2 workers) resumed after its second batch gives the uninterrupted run's clips
+    (shuffled, so the order is the plan's, not the keys'); and 2 ranks together give each key the clips
+    one process gives it."""
+    import pickle
+
+    from streamer import ShardDataset, StatefulLoader
+
+    def loader(**options):
+        ds = ShardDataset(datasets["video"], video=VIDEO, seed=5, buffer_size=3, **options)
+        ds.set_epoch(1)
+        return StatefulLoader(ds, batch_size=2, num_workers=2, collate_fn=list)
+
+    def clips(batches):
+        return [(s["__key__"], s["mp4"]["starts"].tolist()) for b in batches for s in b]
+
+    whole = clips(loader())
+    first = loader()
+    it = iter(first)
+    head = [next(it), next(it)]
+    state = pickle.loads(pickle.dumps(first.state_dict()))
+    del it
+    second = loader()
+    second.load_state_dict(state)
+    assert clips(head) + clips(second) == whole and len(whole) == 6
+    ranks = [clips(loader(rank=r, world_size=2)) for r in (0, 1)]
+    assert dict(ranks[0] + ranks[1]) == dict(whole) == _dataset(datasets["video"], "mp4", 1)
