@@ -126,6 +126,8 @@ class BudgetBatches(Node):
             yield first[0], first[1], out  # type: ignore[index]
         if self.counters is not None and batcher.counts.left_out:
             self.counters.add("samples_left_out", batcher.counts.left_out)
+        if self.counters is not None and batcher.counts.repeated:  # a slot held fewer samples than batches
+            self.counters.add("samples_repeated", batcher.counts.repeated)
 
     def _top_up(self) -> TopUp:
         """The batcher's pool topped up straight from the source: every sample the overlong rule keeps

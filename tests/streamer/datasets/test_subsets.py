@@ -363,3 +363,102 @@ def test_a_scheduled_mixture_of_a_subset_switches_at_its_step_on_both_ranks_read
         read += [key for batch in batches for source, key in batch if source == "sub"]
     assert steps == [12, 12]
     assert len(read) == len(set(read)) == 2 * 6 * 4 and set(read) <= kept
+
+
+def _random_subset(dataset, out, keep):
+    """A subset index keeping sample i where ``keep[i]``, written as ``make_subset`` writes one."""
+    index = dataset / "shardstream-index.json"
+    counts = [35] * (SAMPLES // 35) + ([SAMPLES % 35] if SAMPLES % 35 else [])
+    bits, ends = np.array(keep), np.cumsum(counts)
+    masks = [bits[end - count : end] for count, end in zip(counts, ends, strict=True)]
+    write_subset(
+        out, dataset=str(index), index_bytes=index.read_bytes(), counts=np.array(counts), masks=masks
+    )
+    return {_keys(i) for i in range(SAMPLES) if keep[i]}
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    keep=st.lists(st.booleans(), min_size=SAMPLES, max_size=SAMPLES).filter(any),
+    world=st.integers(1, 3),
+    workers=st.integers(0, 2),
+    budget=st.sampled_from([96, 200, 512]),
+    mode=st.sampled_from(["pack", "pad"]),
+)
+def test_budgets_over_random_masks_give_equal_batches_within_budget_and_only_kept_samples(
+    dataset, tmp_path_factory, keep, world, workers, budget, mode
+):
+    """Acceptance 1 of issue 37 with token budgets: every rank the same number of batches (the plan's
+    ``steps``), every batch within its budget, no left-out sample, none twice unless counted as
+    repeated, what is not read counted (but the ranks' remainder, which ``drop`` leaves)."""
+    out = tmp_path_factory.mktemp("budgetmask")
+    kept = _random_subset(dataset, out, keep)
+    seen, lengths, left_out, repeated = [], set(), 0, 0
+    for rank in range(world):
+        ds = ShardDataset(out, rank=rank, world_size=world, decode=False, batch_tokens=budget, batching=mode)
+        batches = list(DataLoader(ds, batch_size=None, num_workers=workers))
+        lengths.add((len(batches), ds.steps(max(workers, 1))))
+        for batch in batches:
+            costs = [s["__cost__"] for s in batch]
+            assert (sum(costs) if mode == "pack" else len(costs) * max(costs, default=0)) <= budget
+            seen += [s["__key__"] for s in batch]
+        left_out += ds.errors["samples_left_out"]
+        repeated += ds.errors["samples_repeated"]
+    assert len(lengths) == 1 and len({n for pair in lengths for n in pair}) == 1, lengths
+    # A sample twice only where a slot holds fewer samples than batches (none but a tiny epoch), counted
+    assert set(seen) <= kept and len(seen) - len(set(seen)) == repeated
+    assert 0 <= len(kept) - len(set(seen)) - left_out < world  # the rest counted, but the ranks' remainder
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    keep=st.lists(st.booleans(), min_size=SAMPLES, max_size=SAMPLES).filter(lambda k: sum(k) >= 12),
+    old=st.tuples(st.integers(1, 3), st.integers(0, 2)),
+    new=st.tuples(st.integers(1, 3), st.integers(0, 2)),
+    cut=st.integers(1, 8),
+)
+def test_an_elastic_restore_over_random_masks_reads_each_kept_sample_at_most_once_with_equal_ranks(
+    dataset, tmp_path_factory, keep, old, new, cut
+):
+    """Acceptance 1 of issue 37, elastic: a subset's checkpoint, taken after ``cut`` batches of 3 on
+    (world, workers) ``old`` and gathered, continues on ``new``: equal samples on every new rank, no
+    left-out sample, none read twice over both runs, and what neither read bounded by the two deals'
+    remainders."""
+    from torchdata.stateful_dataloader import StatefulDataLoader
+
+    out = tmp_path_factory.mktemp("elasticmask")
+    kept = _random_subset(dataset, out, keep)
+
+    def run(world, workers, states=None, stop=None):
+        keys, saved = [], []
+        for rank in range(world):
+            ds = ShardDataset(out, rank=rank, world_size=world, decode=False, buffer_size=8)
+            if states is not None:
+                ds.load_state_dict(pickle.loads(pickle.dumps(states)))
+            loader = StatefulDataLoader(ds, batch_size=3, num_workers=workers, collate_fn=list)
+            got = []
+            for n, batch in enumerate(loader):
+                got += [s["__key__"] for s in batch]
+                if n + 1 == stop:
+                    break
+            saved.append(loader.state_dict())
+            keys.append(got)
+        return keys, saved
+
+    before, states = run(*old, stop=cut)
+    after, _ = run(*new, states=states)
+    assert len({len(rank) for rank in after}) == 1
+    seen = [k for rank in before + after for k in rank]
+    assert len(seen) == len(set(seen)) and set(seen) <= kept
+    assert len(kept) - len(seen) < old[0] + new[0]  # what "drop" leaves of each deal
+
+
+def test_a_budgeted_slot_with_fewer_samples_than_batches_repeats_one_and_counts_it(dataset, tmp_path):
+    """One kept sample: the target (its drain and margin: 2 batches) is the same on every slot whatever
+    it holds, so the slot repeats its sample in the batch it still owes, and counts it (found by the
+    random-mask test above: the repeat was not counted)."""
+    kept = _random_subset(dataset, tmp_path / "one", [i == 239 for i in range(SAMPLES)])
+    ds = ShardDataset(tmp_path / "one", decode=False, batch_tokens=96)
+    batches = [[s["__key__"] for s in b] for b in DataLoader(ds, batch_size=None)]
+    assert batches == [sorted(kept)] * 2 and ds.steps(1) == 2
+    assert ds.errors["samples_repeated"] == 1
