@@ -12,18 +12,10 @@ from __future__ import annotations
 import os
 import threading
 
+from ..forklock import ForkLock
+
 _budgets: dict[tuple[int, int, int], FlightBudget] = {}
-_made = threading.Lock()
-
-
-def _forked() -> None:
-    """A forked child's own lock: the parent's may be held at the fork by a thread the child lacks (its
-    first budget would then wait for good, as a DataLoader worker did on the statistics' lock)."""
-    global _made
-    _made = threading.Lock()
-
-
-os.register_at_fork(after_in_child=_forked)
+_made = ForkLock()  # a forked child gets its own (forklock.py)
 
 
 class FlightBudget:

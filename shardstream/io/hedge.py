@@ -8,26 +8,17 @@ request no longer holds up every byte after it.
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any
+
+from ..forklock import ForkLock
 
 # Threads that make the calls: a loser keeps one until its request ends (request_timeout at most), so
 # there are more than any stream's parts in flight. One pool per process: a forked child makes its own.
 _WORKERS = 64
 _pools: dict[int, ThreadPoolExecutor] = {}
-_made = threading.Lock()
-
-
-def _forked() -> None:
-    """A forked child's own lock: the parent's may be held at the fork by a thread the child lacks (its
-    first pool would then wait for good, as a DataLoader worker did on the statistics' lock)."""
-    global _made
-    _made = threading.Lock()
-
-
-os.register_at_fork(after_in_child=_forked)
+_made = ForkLock()  # a forked child gets its own (forklock.py)
 
 
 def _pool() -> ThreadPoolExecutor:

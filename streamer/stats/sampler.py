@@ -35,6 +35,7 @@ import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from shardstream.forklock import ForkLock
 from shardstream.io.iostats import IO
 
 from .clocks import Reading, thread_cpu
@@ -206,15 +207,14 @@ def _waiting_for_consumer(frame: Any) -> bool:
 
 
 _running: Sampler | None = None
-_guard = threading.RLock()  # (so is this)
+_guard = ForkLock(reentrant=True)  # (so is this; a forked child gets its own: forklock.py)
 
 
 def _forked() -> None:
-    """In a forked child (a DataLoader worker): none of the parent's sampling. Its thread is not here, its
-    dropped iterations are not this process's to finish, and a lock one of its threads held at the fork
-    would stay held for good (a worker hung at its first ``watch_iteration``: seen in CI)."""
-    global _guard, _running
-    _guard, _running = threading.RLock(), None
+    """In a forked child (a DataLoader worker): none of the parent's sampling. Its thread is not here, and
+    its dropped iterations are not this process's to finish (the lock is renewed by ``ForkLock``)."""
+    global _running
+    _running = None
     _dropped.clear()
 
 
