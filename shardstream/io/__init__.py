@@ -9,6 +9,7 @@ publish, the journal.
 - ``flight.py``: the per-process budget of object-store bytes in flight; ``hedge.py``: hedged requests.
 - ``fsspecio.py``: every other scheme through fsspec.
 - ``metadata.py``: metadata downloads, capped; ``metacache.py``: the node's metadata cache.
+- ``samplecolumns.py``: a shard's per-sample columns (.cols) read by URL.
 - ``iostats.py``: this process's I/O counters (bytes, requests, retries, read-ahead hits).
 - ``cache.py``: the local shard cache; ``localfiles.py``: regular files only.
 - ``publish.py``: atomic publish; ``journal.py``: the one journal.

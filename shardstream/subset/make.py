@@ -15,10 +15,10 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import FormatError, redact_url
-from ..format.samplecols import decode_sample_columns
+from ..errors import redact_url
 from ..format.subsetindex import SUBSET_NAME, write_subset
-from ..io.openers import OpenOptions, read_small
+from ..io.openers import OpenOptions
+from ..io.samplecolumns import read_sample_columns
 from .keys import KeyMatch, KeySource, Progress, SubsetSource, match_keys, open_dataset, read_keys
 from .where import Where, compile_where, function_mask
 
@@ -241,15 +241,13 @@ def _where_mask(
     options: OpenOptions | None,
 ) -> np.ndarray:
     """What the where-rule keeps of one shard, from its .cols sidecar."""
-    url = source.columns_url(shard)
-    shown = redact_url(url)
-    data = read_small(url, options, version=None)
-    if data is None:
-        raise FormatError(
-            f"{shown}: missing; the index {redact_url(source.url)} says every shard has per-sample "
-            "columns: restore it, or write them again with `shardstream columns`"
-        )
-    columns = decode_sample_columns(data, source=shown, samples=count)
+    why = (
+        f"missing; the index {redact_url(source.url)} says every shard has per-sample columns: restore "
+        "it, or write them again with `shardstream columns`"
+    )
+    columns = read_sample_columns(
+        source.columns_url(shard), options, samples=count, version=None, missing=why
+    )
     if compiled is not None:
         return compiled.mask({name: columns[name] for name in compiled.names}, count)
     return function_mask(where, columns, count)

@@ -13,8 +13,9 @@ from collections import OrderedDict
 import numpy as np
 
 from shardstream.errors import FormatError
-from shardstream.format.samplecols import COST, decode_sample_columns
-from shardstream.io.openers import OpenOptions, read_small
+from shardstream.format.samplecols import COST
+from shardstream.io.openers import OpenOptions
+from shardstream.io.samplecolumns import read_sample_columns
 
 from ..placement.shards import ShardList
 
@@ -55,14 +56,13 @@ class CostColumns:
 
     def _read(self, shard: int) -> np.ndarray:
         url = self.shards.columns_url(shard)
-        data = read_small(url, self.options, version=self.shards.metadata_version)
         expected = int(self.shards.shard_counts[shard])  # type: ignore[index]
-        if data is None:
-            raise FormatError(
-                f"{url}: the per-sample columns of shard {shard} are missing (the index declares a cost "
-                "column); restore the .cols file, or pack or index again with --cost"
-            )
-        columns = decode_sample_columns(data, source=url, samples=expected)
+        why = (
+            f"the per-sample columns of shard {shard} are missing (the index declares a cost column); "
+            "restore the .cols file, or pack or index again with --cost"
+        )
+        version = self.shards.metadata_version
+        columns = read_sample_columns(url, self.options, samples=expected, version=version, missing=why)
         if COST not in columns:
             raise FormatError(
                 f"{url}: holds no {COST!r} column ({sorted(columns)}), though the index has one"
