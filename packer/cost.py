@@ -16,10 +16,10 @@ def sample_cost(sample: Sample, field: str) -> int | Reject:
     """The value of ``field`` in the sample's record, if a non-negative integer (an integral float such as
     12.0 counts as 12); else a ``bad-cost`` reject naming the sample and the field. ``@estimate[:...]``:
     the built-in estimate from the sample's members instead (``format/costestimate.py``)."""
-    if is_estimate(field):
-        return estimate_cost(sample.members, estimate_parameters(field))
-    data = next((data for ext, data in sample.members if ext == RECORD_MEMBER), None)
     try:
+        if is_estimate(field):
+            return estimate_cost(sample.members, estimate_parameters(field))
+        data = next((data for ext, data in sample.members if ext == RECORD_MEMBER), None)
         return record_cost(data, field)
     except BadCost as exc:
         return Reject(sample.source, f"sample {sample.key!r}: {exc}", BAD_COST)

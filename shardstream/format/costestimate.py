@@ -6,8 +6,11 @@ count per image, read from the sample's members; a rough count for budgets, not 
 - ``chars_per_token`` (4): characters per text token, over every string of the JSON record (nested ones
   too, as LLaVA's ``conversations`` are) and every ``.txt`` member;
 - ``image_tokens`` (576: a 336-pixel image in 14-pixel patches, LLaVA-1.5): tokens per image member;
-- ``video_tokens`` (0) and ``audio_tokens`` (0): per video or audio member (their length is not known
-  without decoding them; give a count to budget them at all).
+- ``video_tokens`` (0) and ``audio_tokens`` (0): per video or audio member, whatever its length;
+- ``video_second_tokens`` (0) and ``audio_second_tokens`` (0): per second of each video or audio member,
+  its duration read from the container's header (``shardstream.mediaprobe``: torchcodec, no frame
+  decoded; e.g. 2 frames a second x 64 tokens a frame = 128). A member whose header gives no duration
+  makes the sample a ``bad-cost`` reject, named.
 
 Counting a sample's own tokens exactly is what ``shardstream columns --fn`` (your tokenizer) is for.
 """
@@ -18,7 +21,9 @@ import json
 import math
 from collections.abc import Iterable, Mapping
 
+from ..mediaprobe import member_seconds
 from ..mediatypes import AUDIO_EXTENSIONS, IMAGE_EXTENSIONS, VIDEO_EXTENSIONS
+from .costfield import BadCost
 
 ESTIMATE = "@estimate"
 DEFAULTS: Mapping[str, float] = {
@@ -26,6 +31,8 @@ DEFAULTS: Mapping[str, float] = {
     "image_tokens": 576.0,
     "video_tokens": 0.0,
     "audio_tokens": 0.0,
+    "video_second_tokens": 0.0,
+    "audio_second_tokens": 0.0,
 }
 
 
@@ -52,8 +59,9 @@ def estimate_parameters(cost: str) -> dict[str, float]:
 
 
 def estimate_cost(members: Iterable[tuple[str, bytes]], params: Mapping[str, float]) -> int:
-    """The estimate for a sample's ``members`` ((extension, bytes) pairs, ``0.jpg`` or ``jpg``)."""
-    chars, counts = 0, {"image": 0, "video": 0, "audio": 0}
+    """The estimate for a sample's ``members`` ((extension, bytes) pairs, ``0.jpg`` or ``jpg``); BadCost
+    when a per-second count meets a member without a duration."""
+    chars, timed, counts = 0, 0.0, {"image": 0, "video": 0, "audio": 0}  # timed: tokens by the second
     for ext, data in members:
         last = ext.rsplit(".", 1)[-1].lower()
         if last == "json":
@@ -65,13 +73,23 @@ def estimate_cost(members: Iterable[tuple[str, bytes]], params: Mapping[str, flo
             chars += len(data.decode("utf-8", "replace"))
         elif last in IMAGE_EXTENSIONS:
             counts["image"] += 1
-        elif last in VIDEO_EXTENSIONS:
-            counts["video"] += 1
-        elif last in AUDIO_EXTENSIONS:
-            counts["audio"] += 1
+        elif last in VIDEO_EXTENSIONS or last in AUDIO_EXTENSIONS:
+            kind = "video" if last in VIDEO_EXTENSIONS else "audio"
+            counts[kind] += 1
+            if params[f"{kind}_second_tokens"]:
+                timed += _seconds(ext, data) * params[f"{kind}_second_tokens"]
     tokens = math.ceil(chars / params["chars_per_token"])
-    media = sum(n * params[f"{kind}_tokens"] for kind, n in counts.items())
+    media = sum(n * params[f"{kind}_tokens"] for kind, n in counts.items()) + timed
     return tokens + math.ceil(media)
+
+
+def _seconds(ext: str, data: bytes) -> float:
+    """A media member's duration from its header (torchcodec imported at the first); BadCost when it
+    gives none."""
+    found = member_seconds(ext, data)
+    if found is None:
+        raise BadCost(f"@estimate: member {ext!r} gives no duration in its header (not readable media?)")
+    return found
 
 
 def _text_length(value: object) -> int:

@@ -4,6 +4,7 @@ sample's clips do not depend on which reader, source order or topology reads it.
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 
@@ -119,17 +120,11 @@ def test_a_shard_map_decodes_the_same_clips_per_epoch_and_seed(datasets):
         ShardMap(datasets["video"], video=VIDEO, video_frames=4)
 
 
-def test_media_columns_from_headers_filter_the_stream(tmp_path):
-    """``shardstream columns --fn streamer.decode.probe:media_columns``: each sample's video and audio
-    lengths from their headers (no frame decoded) as columns, which ``where=`` then filters on; a member
-    that is not media is -1, a sample without one 0."""
-    from packer import PackOptions, pack
-    from shardstream.columns import ColumnOptions, compute_columns
-    from shardstream.format.samplecols import decode_sample_columns
-    from streamer import ShardDataset
-
-    raw = tmp_path / "raw"
-    raw.mkdir()
+@pytest.fixture(scope="module")
+def media_folder(tmp_path_factory):
+    """Samples of real media of known lengths: v1, v3, v5 (an H.264 .mp4 and a FLAC of 1, 3, 5 s), w (a
+    2 s VP9 .webm), bad (an .mp4 that is not a video), text (a .txt)."""
+    raw = tmp_path_factory.mktemp("mediafolder")
     for seconds in (1, 3, 5):
         _ffmpeg(
             f"-f lavfi -i testsrc=size=64x48:rate=10:duration={seconds} -c:v libx264 -preset ultrafast "
@@ -139,9 +134,22 @@ def test_media_columns_from_headers_filter_the_stream(tmp_path):
     _ffmpeg(f"-f lavfi -i testsrc=size=64x48:rate=8:duration=2 -c:v libvpx-vp9 -cpu-used 8 {raw / 'w.webm'}")
     (raw / "bad.mp4").write_bytes(b"not a video at all" * 10)
     (raw / "text.txt").write_text("no media")
+    return raw
+
+
+def test_media_columns_from_headers_filter_the_stream(media_folder, tmp_path):
+    """``shardstream columns --fn shardstream.mediaprobe:media_columns``: each sample's video and audio
+    lengths from their headers (no frame decoded) as columns, which ``where=`` then filters on; a member
+    that is not media is -1, a sample without one 0."""
+    from packer import PackOptions, pack
+    from shardstream.columns import ColumnOptions, compute_columns
+    from shardstream.format.samplecols import decode_sample_columns
+    from streamer import ShardDataset
+
+    raw = media_folder
     shards = tmp_path / "shards"
     pack(raw, shards, PackOptions(max_count=3), progress=False)
-    compute_columns(shards, ColumnOptions(fn="streamer.decode.probe:media_columns", name="media"))
+    compute_columns(shards, ColumnOptions(fn="shardstream.mediaprobe:media_columns", name="media"))
     rows = []
     for cols in sorted(shards.glob("*.cols")):  # the shards' order
         table = decode_sample_columns(cols.read_bytes(), source=str(cols), samples=None)
@@ -184,3 +192,26 @@ def test_a_resumed_run_and_another_topology_give_the_same_clips(datasets):
     assert clips(head) + clips(second) == whole and len(whole) == 6
     ranks = [clips(loader(rank=r, world_size=2)) for r in (0, 1)]
     assert dict(ranks[0] + ranks[1]) == dict(whole) == _dataset(datasets["video"], "mp4", 1)
+
+
+def test_a_packs_cost_estimate_counts_seconds_of_media_from_their_headers(media_folder, tmp_path):
+    """``--cost @estimate:video_second_tokens=10,audio_second_tokens=5``: each sample's cost counts its
+    media's seconds (a budget then counts frames at a fixed rate); a member with no readable duration is a
+    bad-cost reject, named, and the rest pack."""
+    from packer import PackOptions, pack
+    from shardstream.format import REJECTS_NAME
+    from shardstream.format.samplecols import decode_sample_columns
+    from streamer import ShardDataset
+
+    shards = tmp_path / "shards"
+    cost = "@estimate:video_second_tokens=10,audio_second_tokens=5"
+    summary = pack(media_folder, shards, PackOptions(cost=cost, max_count=3), progress=False)
+    rejects = [json.loads(line) for line in (shards / REJECTS_NAME).read_text().splitlines()]
+    assert [r["kind"] for r in rejects] == ["bad-cost"] and "'mp4' gives no duration" in rejects[0]["reason"]
+    assert summary.samples == 5
+    costs = []
+    for cols in sorted(shards.glob("*.cols")):
+        costs += decode_sample_columns(cols.read_bytes(), source=str(cols), samples=None)["cost"].tolist()
+    keys = [s["__key__"] for s in ShardDataset(shards, decode=False, shuffle=False)]
+    # v3: 3 s of video x 10 + 3 s of audio x 5; text: 8 characters at 4 a token; w: 2 s x 10
+    assert dict(zip(keys, costs, strict=True)) == {"text": 2, "v1": 15, "v3": 45, "v5": 75, "w": 20}

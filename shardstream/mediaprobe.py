@@ -2,12 +2,14 @@
 ``where=`` filters can know without decoding; a header's figures, not a decode's (a damaged stream may
 hold fewer frames than it declares).
 
-``media_columns`` is a ``shardstream columns --fn`` function (``streamer.decode.probe:media_columns``):
+``media_columns`` is a ``shardstream columns --fn`` function (``shardstream.mediaprobe:media_columns``):
 for each sample, its first video member's ``video_ms`` (duration, milliseconds) and ``video_frames``, and
 its first audio member's ``audio_ms`` and ``audio_rate`` (Hz). A sample without such a member gets 0; a
 member whose header cannot be read (not media, cut short) gets -1, so ``where="video_ms > 0"`` keeps the
 samples with a readable video and ``video_ms == -1`` finds the damaged ones. Frames: torchcodec's
 ``num_frames`` (the header's count, else duration x average rate when the container keeps none: WebM).
+``member_seconds`` is one member's duration, what ``--cost @estimate``'s per-second tokens count.
+Torch-free at import: torchcodec (the ``video`` extra) is imported at the first probe.
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from shardstream.mediatypes import AUDIO_EXTENSIONS, VIDEO_EXTENSIONS
+from .extras import require
+from .mediatypes import AUDIO_EXTENSIONS, VIDEO_EXTENSIONS
 
 COLUMNS = ("video_ms", "video_frames", "audio_ms", "audio_rate")
 UNREADABLE = -1  # a member whose header could not be read
@@ -38,12 +41,28 @@ def media_columns(sample: dict[str, Any]) -> dict[str, int]:
     return out
 
 
+def member_seconds(ext: str, data: bytes) -> float | None:
+    """A video or audio member's duration from its header, in seconds; None when it cannot be read (or
+    ``ext`` is neither)."""
+    kind = ext.rsplit(".", 1)[-1].lower()
+    if kind in VIDEO_EXTENSIONS:
+        ms = _video(bytes(data))[0]
+    elif kind in AUDIO_EXTENSIONS:
+        ms = _audio(bytes(data))[0]
+    else:
+        return None
+    return ms / 1000 if ms >= 0 else None
+
+
+def _decoders() -> Any:
+    return require("torchcodec.decoders", "reading media lengths", "video")
+
+
 def _video(data: bytes) -> tuple[int, int]:
     """(milliseconds, frames) from the header; (-1, -1) when it cannot be read."""
-    from torchcodec.decoders import VideoDecoder
-
+    decoders = _decoders()
     try:  # approximate: the container's header only, no scan of the stream
-        meta = VideoDecoder(data, seek_mode="approximate").metadata
+        meta = decoders.VideoDecoder(data, seek_mode="approximate").metadata
     except (RuntimeError, ValueError):
         return UNREADABLE, UNREADABLE
     seconds = meta.duration_seconds
@@ -55,10 +74,9 @@ def _video(data: bytes) -> tuple[int, int]:
 
 def _audio(data: bytes) -> tuple[int, int]:
     """(milliseconds, sample rate) from the header; (-1, -1) when it cannot be read."""
-    from torchcodec.decoders import AudioDecoder
-
+    decoders = _decoders()
     try:
-        meta = AudioDecoder(data).metadata
+        meta = decoders.AudioDecoder(data).metadata
     except (RuntimeError, ValueError):
         return UNREADABLE, UNREADABLE
     seconds, rate = meta.duration_seconds_from_header, meta.sample_rate
