@@ -4,10 +4,6 @@ pack (local, in parts, resumed after kill -9), ``shardstream index --cost`` and 
 from __future__ import annotations
 
 import json
-import signal
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 from packer import PackOptions, pack
@@ -18,6 +14,7 @@ from shardstream.format.tails import column_tail
 from tests.cli.test_columns_command import FNS, run, tiny_dataset
 from tests.indexer.builders import shardwriter_dataset
 from tests.indexer.test_index_command import index
+from tests.packer.killing import pack_killed
 
 COST = PackOptions(max_count=23, max_size=None, cost="num_tokens")
 
@@ -45,35 +42,13 @@ def _check_tails(folder: Path, name: str = "cost") -> DatasetIndex:
     return loaded
 
 
-_KILLER = textwrap.dedent(
-    """
-    import os, signal, sys
-    from packer import PackOptions, ProgressHook, pack
-
-    class Kill(ProgressHook):
-        published = 0
-        def shard(self, count):
-            self.published = count
-        def sample(self, nbytes):
-            if self.published >= 3:
-                os.kill(os.getpid(), signal.SIGKILL)
-
-    pack(sys.argv[1], sys.argv[2], PackOptions(max_count=23, max_size=None, cost="num_tokens"), hook=Kill())
-    """
-)
-
-
 def test_pack_local_resumed_and_in_parts_write_the_same_tails(tmp_path):
     manifest = _manifest(tmp_path)
     pack(manifest, tmp_path / "whole", COST)
     whole = _check_tails(tmp_path / "whole")
     assert len(whole.shards) == 7 and all(len(t) == 8 for t in whole.column_tails["cost"][:6])
-    killed = subprocess.run(
-        [sys.executable, "-c", _KILLER, str(manifest), str(tmp_path / "cut")],
-        capture_output=True,
-        timeout=120,
-    )
-    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    options = {"max_count": 23, "max_size": None, "cost": "num_tokens"}  # as COST
+    pack_killed(manifest, tmp_path / "cut", options, shards=3, samples=1)
     pack(manifest, tmp_path / "cut", PackOptions(**{**COST.__dict__, "resume": True}))
     reference = (tmp_path / "whole" / INDEX_NAME).read_bytes()
     assert (tmp_path / "cut" / INDEX_NAME).read_bytes() == reference  # the tails journaled, not lost

@@ -4,10 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import signal
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -17,6 +13,7 @@ from packer.journal import Journal, PackProgress
 from shardstream.errors import PackError
 from shardstream.format import ShardEntry
 from shardstream.format.constants import JOURNAL_NAME
+from tests.packer.killing import pack_killed
 
 OPTIONS = {"source": "/data/src", "max_size": None, "max_count": 10, "prefix": "train"}
 
@@ -166,37 +163,9 @@ def test_a_header_without_options_refuses_every_option(tmp_path):
         Journal(path).load(OPTIONS)
 
 
-# Packs argv[1] into argv[2] (max_count=10, resuming when argv[5] is "resume") and SIGKILLs itself once
-# argv[3] shards are published and argv[4] more samples have gone by.
-_KILLER = textwrap.dedent(
-    """
-    import os, signal, sys
-    from packer import PackOptions, ProgressHook, pack
-
-    source, out, shards, samples, resume = sys.argv[1:6]
-    shards, samples = int(shards), int(samples)
-
-    class Kill(ProgressHook):
-        published = seen = 0
-
-        def shard(self, count):
-            self.published = count
-
-        def sample(self, nbytes):
-            self.seen += self.published >= shards
-            if self.seen >= samples:
-                os.kill(os.getpid(), signal.SIGKILL)
-
-    pack(source, out, PackOptions(max_size=None, max_count=10, resume=resume == "resume"), hook=Kill())
-    raise SystemExit("the pack finished before the planned kill")
-    """
-)
-
-
 def _kill_at(source: Path, out: Path, shards: int, samples: int, *, resume: bool) -> None:
-    args = [str(source), str(out), str(shards), str(samples), "resume" if resume else "fresh"]
-    done = subprocess.run([sys.executable, "-c", _KILLER, *args], capture_output=True, text=True, timeout=60)
-    assert done.returncode == -signal.SIGKILL, done.stderr
+    options = {"max_size": None, "max_count": 10, "resume": resume}
+    pack_killed(source, out, options, shards=shards, samples=samples, timeout=60)
 
 
 def _digests(outdir: Path) -> dict[str, str]:

@@ -5,10 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import signal
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -19,8 +15,10 @@ from packer.cluster import pack_in_parts
 from shardstream.errors import PackError
 from shardstream.format import DatasetIndex, decode_sample_columns, iter_samples, sample_columns_name
 from shardstream_cli import app
+from tests.packer.killing import pack_killed
 
 COST = PackOptions(max_count=7, max_size=None, cost="num_tokens")
+KILLED = {"max_count": 7, "max_size": None, "cost": "num_tokens"}  # COST for a child killed in shard 4
 BAD = {"b-bool": True, "b-frac": 2.5, "b-neg": -3, "b-str": "12", "b-nan": None}
 
 
@@ -113,24 +111,6 @@ def test_python_records_and_a_resume_with_another_cost_is_refused(tmp_path):
     assert _costs_by_key(tmp_path / "out") == {f"r{i}": 2 * i for i in range(20)}
 
 
-_KILLER = textwrap.dedent(
-    """
-    import os, signal, sys
-    from packer import PackOptions, ProgressHook, pack
-
-    class Kill(ProgressHook):
-        published = 0
-        def shard(self, count):
-            self.published = count
-        def sample(self, nbytes):
-            if self.published >= 3:
-                os.kill(os.getpid(), signal.SIGKILL)
-
-    pack(sys.argv[1], sys.argv[2], PackOptions(max_count=7, max_size=None, cost="num_tokens"), hook=Kill())
-    """
-)
-
-
 def _digests(out: Path) -> dict[str, str]:
     return {
         p.name: hashlib.sha256(p.read_bytes()).hexdigest()
@@ -142,22 +122,12 @@ def _digests(out: Path) -> dict[str, str]:
 def test_resume_after_kill_9_gives_the_same_shards_and_cols(tmp_path):
     manifest = _manifest(tmp_path)
     pack(manifest, tmp_path / "whole", COST)
-    killed = subprocess.run(
-        [sys.executable, "-c", _KILLER, str(manifest), str(tmp_path / "cut")],
-        capture_output=True,
-        timeout=120,
-    )
-    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    pack_killed(manifest, tmp_path / "cut", KILLED, shards=3, samples=1)
     assert len(list((tmp_path / "cut").glob("*.cols"))) == 3
     (tmp_path / "cut" / "train-000001.tar.cols").unlink()  # a resume checks each done shard's costs
     with pytest.raises(PackError, match="costs are missing or changed"):
         pack(manifest, tmp_path / "cut", PackOptions(**{**COST.__dict__, "resume": True}))
-    killed = subprocess.run(
-        [sys.executable, "-c", _KILLER, str(manifest), str(tmp_path / "again")],
-        capture_output=True,
-        timeout=120,
-    )
-    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    pack_killed(manifest, tmp_path / "again", KILLED, shards=3, samples=1)
     with pytest.raises(PackError, match="different options"):
         pack(manifest, tmp_path / "again", PackOptions(max_count=7, max_size=None, cost="other", resume=True))
     pack(manifest, tmp_path / "again", PackOptions(**{**COST.__dict__, "resume": True}))

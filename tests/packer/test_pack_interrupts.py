@@ -21,39 +21,9 @@ from packer.shardwriter import TarShardWriter, encode_sample
 from shardstream.errors import PackError
 from shardstream.format import REJECTS_NAME, write_atomic
 from shardstream.format.constants import JOURNAL_NAME
+from tests.packer.killing import pack_killed
 
 OPTIONS = {"max_count": 40, "max_size": None}
-
-# Packs argv[1] into argv[2] with OPTIONS and kills itself with SIGKILL from inside the progress hook,
-# once argv[3] shards are published and argv[4] more samples (or argv[5] more rejects) have gone by: a
-# kill -9 that lands at an exact point of the run, mid-shard.
-_KILLER = textwrap.dedent(
-    """
-    import os, signal, sys
-    from packer import PackOptions, ProgressHook, pack
-
-    source, out, shards, samples, rejects = sys.argv[1], sys.argv[2], *map(int, sys.argv[3:6])
-
-    class Kill(ProgressHook):
-        published = seen = refused = 0
-
-        def shard(self, count):
-            self.published = count
-
-        def sample(self, nbytes):
-            self.seen += self.published >= shards
-            if samples and self.seen >= samples:
-                os.kill(os.getpid(), signal.SIGKILL)
-
-        def reject(self, reject):
-            self.refused += self.published >= shards
-            if rejects and self.refused >= rejects:
-                os.kill(os.getpid(), signal.SIGKILL)
-
-    pack(source, out, PackOptions(**OPTIONS), hook=Kill())
-    raise SystemExit("the pack finished before the planned kill")
-    """
-).replace("OPTIONS", repr(OPTIONS))
 
 
 def _digests(outdir: Path) -> dict[str, str]:
@@ -70,13 +40,8 @@ def _journal(outdir: Path) -> list[dict]:
 
 
 def _kill_at(source: Path, out: Path, *, shards: int, samples: int = 0, rejects: int = 0) -> None:
-    done = subprocess.run(
-        [sys.executable, "-c", _KILLER, str(source), str(out), str(shards), str(samples), str(rejects)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == -signal.SIGKILL, done.stderr
+    """A kill -9 that lands at an exact point of the run, mid-shard (``tests/packer/killing.py``)."""
+    pack_killed(source, out, OPTIONS, shards=shards, samples=samples, rejects=rejects)
 
 
 @pytest.fixture(scope="module")

@@ -4,10 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
-import sys
-import textwrap
 
 import pytest
 
@@ -16,6 +12,7 @@ from packer.rejects import RejectsReport
 from packer.sample import Reject
 from shardstream.format import REJECTS_NAME
 from shardstream.format.constants import JOURNAL_NAME
+from tests.packer.killing import pack_killed
 
 LINE = b'{"source": "s", "reason": "r", "kind": "k"}\n'
 
@@ -92,27 +89,6 @@ def test_a_stale_rejects_file_from_a_failed_run_is_replaced(tmp_path):
     assert json.loads(reject)["source"] == str(src / "b")
 
 
-# Packs argv[1] into argv[2] with max_count=5 and SIGKILLs itself during the third shard.
-_KILLER = textwrap.dedent(
-    """
-    import os, signal, sys
-    from packer import PackOptions, ProgressHook, pack
-
-    class Kill(ProgressHook):
-        published = 0
-
-        def shard(self, count):
-            self.published = count
-
-        def sample(self, nbytes):
-            if self.published == 2:
-                os.kill(os.getpid(), signal.SIGKILL)
-
-    pack(sys.argv[1], sys.argv[2], PackOptions(max_size=None, max_count=5), hook=Kill())
-    """
-)
-
-
 def test_rejects_reported_before_a_kill_survive_a_resume_that_adds_none(tmp_path):
     src = tmp_path / "src"
     src.mkdir()
@@ -121,8 +97,7 @@ def test_rejects_reported_before_a_kill_survive_a_resume_that_adds_none(tmp_path
     for i in range(20):
         (src / f"{i:02d}.txt").write_text(f"caption {i}")
     out = tmp_path / "out"
-    done = subprocess.run([sys.executable, "-c", _KILLER, str(src), str(out)], capture_output=True, text=True)
-    assert done.returncode == -signal.SIGKILL, done.stderr
+    pack_killed(src, out, {"max_size": None, "max_count": 5}, shards=2, samples=1)  # in the third shard
     assert (out / JOURNAL_NAME).exists()
     summary = pack(src, out, PackOptions(max_size=None, max_count=5, resume=True))
     assert summary.resumed_from_shard == 2 and summary.skipped == 2
