@@ -115,14 +115,7 @@ def one_epoch(shards: str, mode: str, workers: int, batch: int, prefetch: int = 
         loader = DataLoader(
             ds, batch_size=batch, num_workers=workers, collate_fn=as_list, prefetch_factor=ahead
         )
-    started, cpu = time.perf_counter(), cpu_seconds()
-    batches = samples = 0
-    for items in loader:
-        batches += 1
-        samples += len(items)
-    seconds = time.perf_counter() - started
-    del loader, items  # the workers joined: their CPU is in RUSAGE_CHILDREN
-    return {"seconds": seconds, "batches": batches, "samples": samples, "cpu": cpu_seconds() - cpu}
+    return timed_epoch(loader)
 
 
 def handoff_epoch(sizes_file: str, workers: int, even: bool, prefetch: int = 2) -> dict:
@@ -148,13 +141,18 @@ def handoff_epoch(sizes_file: str, workers: int, even: bool, prefetch: int = 2) 
     loader = DataLoader(
         Batches(), batch_size=None, num_workers=workers, collate_fn=as_list, prefetch_factor=ahead
     )
+    return timed_epoch(loader)
+
+
+def timed_epoch(loader) -> dict:
+    """One pass over ``loader``: its seconds, batches, samples and CPU (this process and its workers)."""
     started, cpu = time.perf_counter(), cpu_seconds()
     batches = samples = 0
     for items in loader:
         batches += 1
         samples += len(items)
     seconds = time.perf_counter() - started
-    del loader, items
+    # An exhausted DataLoader iterator has joined its workers: their CPU is in RUSAGE_CHILDREN now.
     return {"seconds": seconds, "batches": batches, "samples": samples, "cpu": cpu_seconds() - cpu}
 
 
