@@ -12,6 +12,8 @@ with torch and torchcodec imported.
   a new key each clip;
 * whole and cut: every frame decoded in order in chunks of 64 (memory bounded, as a careful pipeline
   would) keeping the clip's 8; every sample of the FLAC decoded, the window cut out.
+* ``nolength-ours``: windows of the same FLAC written to a pipe (no length in its header), which
+  ``decode_windows`` first scans a piece at a time (``--only nolength-ours,audio-whole`` runs just these).
 
 * webdataset's approach: its video decoder (``autodecode.torch_video``) is ``torchvision.io.read_video``
   of the whole member, which torchvision 0.25+ no longer has (0.29 here; 0.24 needs the torch of its own
@@ -49,7 +51,7 @@ from harness.report import save_results  # noqa: E402
 CLIPS = 4  # clips (or windows) each run of ours decodes, each at another random start (whole: 1)
 
 
-def make_data(root: Path, minutes: int, audio_minutes: int, short: int) -> tuple[Path, Path, Path]:
+def make_data(root: Path, minutes: int, audio_minutes: int, short: int) -> tuple[Path, Path, Path, Path]:
     root.mkdir(parents=True, exist_ok=True)
     video, audio = root / f"video-{minutes}m.mp4", root / f"audio-{audio_minutes}m.flac"
     cut = root / f"video-{short}s.mp4"
@@ -65,7 +67,11 @@ def make_data(root: Path, minutes: int, audio_minutes: int, short: int) -> tuple
     if not cut.exists():  # the first seconds of the same video, its packets copied
         command = ["ffmpeg", "-v", "error", "-y", "-i", str(video), "-t", str(short), "-c", "copy"]
         subprocess.run([*command, "-movflags", "+faststart", str(cut)], check=True)
-    return video, audio, cut
+    piped = root / f"audio-{audio_minutes}m-nolength.flac"
+    if not piped.exists():  # the same FLAC written to a pipe: no length in its header
+        command = ["ffmpeg", "-v", "error", "-i", str(audio), "-f", "flac", "-"]
+        piped.write_bytes(subprocess.run(command, capture_output=True, check=True).stdout)
+    return video, audio, cut, piped
 
 
 def child(kind: str, path: str) -> dict:
@@ -87,7 +93,7 @@ def child(kind: str, path: str) -> dict:
         key = f"member-{i}"
         if kind in ("video-ours", "short-ours"):
             decode_clips(data, clip, key=key)
-        elif kind == "audio-ours":
+        elif kind in ("audio-ours", "nolength-ours"):
             decode_windows(data, window, key=key)
         elif kind == "video-whole":
             decoder = VideoDecoder(data)
@@ -147,19 +153,25 @@ def main() -> None:
     parser.add_argument("--workdir", default="/tmp/shardstream-clips-bench")
     parser.add_argument("--wds-seconds", type=int, default=30, help="webdataset's approach: this long a cut")
     parser.add_argument("--pyav", default="/work/venvs/pyav", help="a folder holding PyAV (pip --target)")
+    parser.add_argument("--only", help="these contenders (comma-separated), results named after them")
     parser.add_argument("--no-save", action="store_true")
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         print(json.dumps(child(*args.child)))
         return
-    video, audio, cut = make_data(Path(args.workdir), args.minutes, args.audio_minutes, args.wds_seconds)
+    video, audio, cut, piped = make_data(
+        Path(args.workdir), args.minutes, args.audio_minutes, args.wds_seconds
+    )
     kinds = {"video-ours": video, "video-whole": video, "audio-ours": audio, "audio-whole": audio}
+    kinds["nolength-ours"] = piped
     pyav = Path(args.pyav)
     if (pyav / "av").is_dir():
         kinds.update({"short-ours": cut, "short-wds": cut})
     else:
         print(f"no PyAV under {pyav} (pip install --target {pyav} av): webdataset's approach not run")
+    if args.only:
+        kinds = {kind: path for kind, path in kinds.items() if kind in args.only.split(",")}
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(pyav), os.environ.get("PYTHONPATH", "")]))
     runs: dict[str, list[dict]] = {kind: [] for kind in kinds}
     for _ in range(args.repeats):
@@ -183,13 +195,22 @@ def main() -> None:
         rates = [r["per_second"] for r in rs]
         rss = statistics.median(r["rss_mb"] - r["base_mb"] for r in rs)
         lines.append(f"| {kind} | {max(rates):,.2f} | {statistics.median(rates):,.2f} | {rss:,.0f} |")
-    ours, whole = (statistics.median(r["per_second"] for r in runs[k]) for k in ("video-ours", "video-whole"))
-    lines += [
-        "",
-        f"Video: ours {ours / whole:,.0f}x whole-and-cut (medians). webdataset's approach holds the "
-        f"whole member: {frames:,} frames x 1280 x 720 x 3 bytes = "
-        f"{frames * 1280 * 720 * 3 / 1e9:,.0f} GB for the {args.minutes}-minute one, not run on it.",
-    ]
+    if "video-ours" in runs and "video-whole" in runs:
+        ours, whole = (
+            statistics.median(r["per_second"] for r in runs[k]) for k in ("video-ours", "video-whole")
+        )
+        lines += [
+            "",
+            f"Video: ours {ours / whole:,.0f}x whole-and-cut (medians). webdataset's approach holds the "
+            f"whole member: {frames:,} frames x 1280 x 720 x 3 bytes = "
+            f"{frames * 1280 * 720 * 3 / 1e9:,.0f} GB for the {args.minutes}-minute one, not run on it.",
+        ]
+    if "nolength-ours" in runs:
+        lines.append(
+            "`nolength-ours`: the same FLAC written to a pipe, with no length in its header: each sample's "
+            "windows first decode the member a piece at a time to learn its length (`scanned_seconds`), "
+            "so it costs a whole decode's time with one piece's memory."
+        )
     if "short-wds" in runs:
         short, wds = (
             statistics.median(r["per_second"] for r in runs[k]) for k in ("short-ours", "short-wds")
@@ -206,9 +227,11 @@ def main() -> None:
         )
     report = "\n".join(lines) + "\n"
     print(report)
+    # a partial run is named after its contenders' kinds: clips-audio-nolength-<date>
+    name = "-".join(["clips", *sorted({k.split("-")[0] for k in kinds})]) if args.only else "clips"
     if not args.no_save:
         save_results(
-            RESULTS, f"clips-{datetime.date.today()}", {"args": vars(args), "runs": runs}, report, print
+            RESULTS, f"{name}-{datetime.date.today()}", {"args": vars(args), "runs": runs}, report, print
         )
 
 

@@ -117,6 +117,29 @@ def test_audio_windows_are_the_whole_decodes_samples_from_their_start(media, nam
             assert torch.equal(got, ref)
 
 
+@pytest.mark.parametrize("piece", [60.0, 7.0, 5.0])  # one piece; a part piece at the end; exact pieces
+def test_audio_without_a_length_in_its_header_is_scanned_a_piece_at_a_time(media, piece, monkeypatch):
+    """A FLAC written to a pipe has no length in its header: ``decode_windows`` learns it by decoding a
+    piece at a time (none kept), and its windows are still the whole decode's samples; 20 s in pieces of
+    5 s ends exactly at a piece (torchcodec then raises for the next one)."""
+    from streamer.decode import clipdecode
+
+    piped = subprocess.run(
+        ["ffmpeg", "-v", "error", "-i", "-", "-f", "flac", "-"],
+        input=media["a.wav"],
+        capture_output=True,
+        check=True,
+    ).stdout
+    assert torchcodec.AudioDecoder(piped).metadata.duration_seconds_from_header is None
+    monkeypatch.setattr(clipdecode, "SCAN_SECONDS", piece)
+    out = clipdecode.decode_windows(piped, WindowOptions(seconds=3, windows=3, where="uniform"))
+    assert out["starts"].tolist() == [0.0, 8.5, 17.0]  # uniform over the 20 s the scan found
+    whole = torchcodec.AudioDecoder(piped).get_all_samples().data
+    for w, start in enumerate(out["starts"].tolist()):
+        begin = round(start * 16_000)
+        assert torch.equal(out["audio"][w], whole[:, begin : begin + 48_000])
+
+
 def test_mono_and_resampled_windows_and_bad_options():
     with pytest.raises(ValueError, match="where"):
         ClipOptions(seconds=1, fps=1, where="middle")
