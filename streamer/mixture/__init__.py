@@ -13,6 +13,7 @@
 - ``fetch.py``: windows of ids read as they leave, each by its own source.
 - ``chain.py``: a worker's chain of nodes, reader to batches, built for its place.
 - ``budget.py``, ``shape.py``: token budgets over sources; the plan's shape and identity.
+- ``saving.py``: a mixture's state as plain data (``state_dict``).
 - ``resume.py``: the same mixture continued, or a changed one carried on at an epoch boundary.
 - ``elastic.py``, ``restore.py``: each source's unread part dealt again to any ranks x workers.
 - ``_interleave.c``: the interleave's loop in C (optional; Python gives the same picks).

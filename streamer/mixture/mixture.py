@@ -10,7 +10,6 @@ means the rank's length is fixed by the epoch size, not by the sources' sizes.
 
 from __future__ import annotations
 
-import copy
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -20,7 +19,7 @@ from shardstream.io.objstoreoptions import ObjectStoreOptions
 from shardstream.io.openers import OpenOptions
 
 from ..budget.setup import budget_options_of
-from ..chain.node import Node, saved_state_of
+from ..chain.node import Node
 from ..datasets.base import StreamBase
 from ..datasets.options import Errors, Placement, Reading, default_prefetch
 from ..datasets.saved import check_chain_state
@@ -30,9 +29,9 @@ from .chain import build_chain
 from .config import load_mixture
 from .passes import PassStream
 from .plan import MixturePlan
-from .reader import MixtureReader
 from .restore import elastic_pending
 from .resume import FINISHED, Place, Restored, restore_point, resume_point
+from .saving import mixture_state
 from .scheduled import weight_schedules
 from .shape import MixtureShape
 from .source import (
@@ -220,59 +219,11 @@ class Mixture(StreamBase):
         size), ``seed``, ``shuffle``, ``remainder``. Loaded but not yet read, the loaded state comes back
         (an elastic one with ``elastic``: each source's leftover).
         """
-        identity = self.identity()
-        if self._pending is not None:
-            pending = {k: v for k, v in self._pending.items() if k != "elastic"}
-            if "elastic" in self._pending:  # loaded, not yet iterated: a checkpoint now must not lose it
-                pending["elastic"] = {n: p.to_state() for n, p in self._pending["elastic"].items()}
-            return {**copy.deepcopy(pending), **identity}
-        if self._chain is None:
-            return {
-                "epoch": self.epoch,
-                "place": None,
-                "node": None,
-                "sources": self._sources_at(self.epoch),
-                **identity,
-            }
-        chain, epoch, place = self._chain
-        node = chain.get_state()
-        if self._restored is not None:
-            budgets, plans, sources = self._restored
-            restored = {"budgets": list(budgets), "spans": [[list(s) for s in p.spans] for p in plans]}
-            left = self._left(node, sum(budgets))
-            return {
-                "epoch": epoch,
-                "place": list(place),
-                "node": node,
-                "left": left,
-                "sources": copy.deepcopy(sources),
-                "plan": restored,
-                **identity,
-            }
-        length = self.plan(place[1], place[3]).worker_length(place[2])
-        return {
-            "epoch": epoch,
-            "place": list(place),
-            "node": node,
-            "left": self._left(node, length),
-            "sources": self._sources_at(epoch, place[3]),
-            **identity,
-        }
+        return mixture_state(self, loaded=self._pending, chain=self._chain, restored=self._restored)
 
     def identity(self) -> dict[str, Any]:
         """What a state must share with this mixture to load: data, shares, epoch and buffer size, seed."""
         return self.shape.identity()
-
-    def _left(self, node: Mapping[str, Any], length: int) -> int:
-        """Samples of the plan this worker has not yet reached (stand-ins owed not counted)."""
-        reader = saved_state_of(MixtureReader, node)
-        return length - sum(reader["counts"]) if reader and reader["counts"] else length
-
-    def _sources_at(self, epoch: int, workers: int = 1) -> dict[str, list[int]]:
-        plan = self.shape.epoch_plan(self.placement.resolve()[1], workers, epoch)
-        return {
-            n: [s, e] for n, s, e in zip(self.names, self.starts(epoch, plan), plan.per_epoch(), strict=True)
-        }
 
     def load_state_dict(self, state: Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> None:
         """Continue, on the next iteration, where the run that saved ``state`` stood.
