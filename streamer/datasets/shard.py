@@ -1,7 +1,8 @@
 """ShardDataset: tar shards into PyTorch — placed per rank and worker, shuffled, decoded, resumable.
 
 ``__init__`` only checks and groups the options (``options.py``, ``decode.DecodeOptions``); ``__iter__``
-only assembles the chain for this rank, worker and epoch (resumption: ``shardresume.py``):
+only assembles the chain for this rank, worker and epoch (``shardchain.py``; resumption:
+``shardresume.py``):
 
     SampleReader -> ShuffleBuffer -> Fetch -> Mapper(decode) -> StandIns -> sample dicts
 
@@ -11,7 +12,6 @@ each a node with ``reset(state)``/``get_state()``, so the dataset's state is the
 from __future__ import annotations
 
 import os
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -19,37 +19,25 @@ from shardstream.io.httpoptions import HttpOptions, bind
 from shardstream.io.objstoreoptions import ObjectStoreOptions
 from shardstream.io.openers import OpenOptions
 
-from ..budget.node import BudgetBatches
 from ..budget.plan import SlotPlan
 from ..budget.setup import (
     budget_of,
     budget_plan,
     budget_steps,
 )
-from ..chain.deferred import Fetch, deferred_reads
-from ..chain.mapper import Mapper
 from ..chain.node import Node
-from ..chain.opener import ShardOpener
-from ..chain.reader import SampleReader
-from ..chain.recovery import Recovery
-from ..chain.shuffle import ShuffleBuffer, buffer_seed
-from ..chain.skips import check_skipping, skipping
-from ..chain.standins import StandIns
-from ..decode.make import for_epoch, make_decoder
-from ..elastic.deal import Plan, Stream
+from ..chain.skips import check_skipping
+from ..decode.make import make_decoder
+from ..elastic.deal import Plan
 from ..placement.segments import (
-    ResampledShards,
-    Segments,
-    WholeShards,
-    counted_segments,
     rank_quota,
-    shard_order,
 )
 from ..placement.shards import ShardList
 from ..placement.subsets import select
 from ..stats.options import MonitorOptions
 from .base import Place, StreamBase
 from .options import Errors, Placement, Reading, default_prefetch
+from .shardchain import build_shard_chain
 from .shardresume import ShardResume
 
 
@@ -220,87 +208,9 @@ class ShardDataset(ShardResume, StreamBase):
         return self._build(place, epoch, self._plan, reads=True)
 
     def _build(self, place: Place, epoch: int, plan: Plan | None, *, reads: bool) -> Node:
-        """reader -> shuffle buffer -> fetch -> decode -> stand-ins, without the nodes these options do not
-        need. The fetch reads, as they leave the buffer, the samples the reader only named (deferred.py).
-        ``plan``: an elastic restore's deal (None: the place's own segments); ``reads`` False builds the
-        same chain without a fetch stage, whose state is its source's, and so without opening a sidecar
-        (for checking a saved state)."""
-        reading, counted = self.reading, self.shards.counts is not None and not self.placement.resampled
-        opener = ShardOpener(
-            self.shards,
-            reading.open,
-            fields=reading.fields,
-            prefetch=reading.prefetch,
-            prefetch_bytes=reading.prefetch_bytes,
-            zero_copy=reading.zero_copy,
-        )
-        recovery = Recovery(
-            self.error_handling, counters=self._shared, counted=counted, locate=opener.sample_offset
-        )
+        """This place's chain (``shardchain.py``); ``plan``: an elastic restore's deal (None: the place's
+        own segments); ``reads`` False: none of it reads, for checking a saved state."""
         slot = None
         if self.budget is not None:
             slot = budget_plan(self, place, epoch) if plan is None else self._budget_resumed(plan, epoch)
-        if slot is not None:
-            segments: Segments = slot.segments
-        else:
-            segments = self._segments(place, epoch) if plan is None else self._plan_segments(plan, epoch)
-        shuffled = self.placement.shuffle and reading.buffer_size > 1
-        deferred = None
-        if shuffled and reads:
-            first = _first_shard(segments)
-            deferred = deferred_reads(opener, reading.defer_reads, first, remote=True)  # its reader advises
-        node: Node = SampleReader(opener, segments, recovery, deferred=deferred)
-        if shuffled:
-            seed = buffer_seed(self.placement.seed, epoch, *place)
-            node = ShuffleBuffer(node, size=reading.buffer_size, initial=reading.initial, seed=seed)
-        if deferred is not None:
-            node = Fetch(node, deferred, recovery)
-        if self.decoder is not None:
-            node = Mapper(node, for_epoch(self.decoder, self.placement.seed, epoch), recovery)
-        if slot is not None:  # batches, exactly the target's: the count holds without stand-ins
-            b = self.budget
-            node = BudgetBatches(node, slot, b.options, b.costs, self._shared)  # type: ignore[union-attr]
-        elif recovery.owes:  # only a policy that skips, with a length promised, can owe stand-ins
-            node = StandIns(node, recovery)
-        if (
-            self.skips and plan is None
-        ):  # (an elastic restore's epoch is read whole: its deal is not a plan's)
-            target = slot.target if slot is not None else None  # a budget's batches, else samples
-            quota = rank_quota(self.shards.total or 0, place[1], self.placement.remainder)
-            node = skipping(node, self.skips, place, epoch, quota, self.batch_size, target, self._shared)
-        return node
-
-    def _plan_segments(self, plan: Plan, epoch: int) -> Segments:
-        p, counts = self.placement, self.shards.counts
-        assert counts is not None  # only an elastic restore deals plans, and it needs the counts
-        return Stream(counts, shard_order(len(self.shards), p.seed, epoch, p.shuffle)).segments(plan)
-
-    def _segments(self, place: Place, epoch: int) -> Segments:
-        rank, world, worker, workers = place
-        p, n = self.placement, len(self.shards)
-        common = {
-            "rank": rank,
-            "world": world,
-            "worker": worker,
-            "workers": workers,
-            "seed": p.seed,
-            "epoch": epoch,
-        }
-        if p.resampled:
-            return ResampledShards(n, **common)
-        if self.shards.counts is not None:
-            return counted_segments(self.shards.counts, shuffle=p.shuffle, remainder=p.remainder, **common)
-        if world * workers > 1:
-            warnings.warn(
-                f"{self.shards.source}: no per-shard sample counts (pass the packer's index), so shards are "
-                "dealt whole and ranks may yield different sample counts (DDP can hang on the last step)",
-                stacklevel=4,  # the caller of iter(dataset)
-            )
-        return WholeShards(n, shuffle=p.shuffle, **common)
-
-
-def _first_shard(segments: Segments) -> int | None:
-    try:
-        return segments[0].shard
-    except IndexError:  # nothing to read in this place
-        return None
+        return build_shard_chain(self, place, epoch, plan, slot, reads=reads, counters=self._shared)

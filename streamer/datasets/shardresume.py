@@ -14,6 +14,7 @@ from ..elastic.deal import Plan, deal
 from ..elastic.restore import check_identity, dataset_digest, elastic_pending
 from .base import Place, check_place
 from .saved import check_chain_state, saved_fields, saved_plan
+from .shardchain import plan_segments
 
 
 class ShardResume:
@@ -126,4 +127,4 @@ class ShardResume:
         restored, self._restored = self._restored, None
         if restored is not None and restored.dealt == plan:
             return restored
-        return SlotPlan(list(self._plan_segments(plan, epoch)), 1, dealt=plan)
+        return SlotPlan(list(plan_segments(self, plan, epoch)), 1, dealt=plan)
