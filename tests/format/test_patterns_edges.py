@@ -46,3 +46,59 @@ def test_text_without_braces_is_a_one_item_pattern(text):
 def test_second_group_is_closed_by_its_own_brace():
     assert list(BracePattern("{a,b}-{1..2}.tar")) == ["a-1.tar", "a-2.tar", "b-1.tar", "b-2.tar"]
     assert list(BracePattern("x}{1..2}")) == ["x}1", "x}2"]
+
+
+def test_a_range_step_must_be_positive_naming_the_pattern():
+    with pytest.raises(FormatError, match=r"^pattern 'a\{0\.\.4\.\.0\}': range step must be positive$"):
+        BracePattern("a{0..4..0}")
+    assert list(BracePattern("a{4..0..2}")) == ["a4", "a2", "a0"]  # a step counts down too
+    assert list(BracePattern("a{5..5}")) == ["a5"]
+
+
+def test_zero_padding_comes_from_either_end_and_only_from_a_leading_zero():
+    assert list(BracePattern("s{8..010}")) == ["s008", "s009", "s010"]  # the upper end alone pads
+    assert list(BracePattern("s{08..10}")) == ["s08", "s09", "s10"]
+    assert list(BracePattern("s{9..11}")) == ["s9", "s10", "s11"]  # two digits, no leading zero: none
+    assert list(BracePattern("s{0..2}")) == ["s0", "s1", "s2"]  # a lone 0 is not padding
+    assert BracePattern("s{0..10}")[0] == "s0" and BracePattern("s{0..10}")[10] == "s10"
+
+
+def test_a_brace_without_a_range_or_list_stays_literal_as_in_bash():
+    assert list(BracePattern("a{b}c")) == ["a{b}c"]
+    assert list(BracePattern("{}.tar")) == ["{}.tar"]
+
+
+def test_bad_patterns_and_indices_are_named():
+    with pytest.raises(FormatError, match=r"^pattern 'ab\{0\.\.2': '\{' at 2 is never closed$"):
+        BracePattern("ab{0..2")
+    with pytest.raises(FormatError, match=r"^pattern 'a\{b\{c\}\}': nested braces are not supported$"):
+        BracePattern("a{b{c}}")
+    pattern = BracePattern("p{0..1}")
+    assert pattern.pattern == "p{0..1}" and repr(pattern) == "BracePattern('p{0..1}')"
+    with pytest.raises(TypeError, match=r"^BracePattern indices must be integers$"):
+        pattern["0"]  # type: ignore[index]
+    with pytest.raises(IndexError, match=r"^index 2 out of range for 2 items of 'p\{0\.\.1\}'$"):
+        pattern[2]
+    assert pattern[-2] == "p0"
+
+
+@pytest.mark.parametrize(
+    ("names", "expected"),
+    [
+        (["a-08.tar", "a-09.tar", "a-10.tar"], "a-{08..10}.tar"),
+        (["x7.tar"], "x7.tar"),  # one name is its own pattern
+        (["b1", "b2", "b3"], "b{1..3}"),
+        (["b1", "b3"], None),  # not consecutive
+        (["b2", "b1"], None),  # not increasing
+        (["b01", "b2"], None),  # not one width
+        (["a.tar", "b.tar"], None),  # no number
+        (["{1}", "{2}"], None),  # a literal brace would read back as a pattern
+        (["c1", "c2", "{3}"], None),
+    ],
+)
+def test_infer_pattern_gives_exactly_the_names_or_none(names, expected):
+    from shardstream.format.patterns import infer_pattern
+
+    assert infer_pattern(names) == expected
+    if expected is not None:
+        assert list(BracePattern(expected)) == names
