@@ -48,7 +48,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import resource
 import subprocess
 import sys
 import time
@@ -58,7 +57,7 @@ ROOT = Path(__file__).resolve().parents[2]  # benchmarks/budget/<this> -> the re
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))  # the shared harness package
 
-from harness import RESULTS  # noqa: E402
+from harness import RESULTS, cpu_seconds  # noqa: E402
 from harness.report import save_results  # noqa: E402
 
 BUDGET = 8192
@@ -154,12 +153,6 @@ def timed_epoch(loader) -> dict:
     seconds = time.perf_counter() - started
     # An exhausted DataLoader iterator has joined its workers: their CPU is in RUSAGE_CHILDREN now.
     return {"seconds": seconds, "batches": batches, "samples": samples, "cpu": cpu_seconds() - cpu}
-
-
-def cpu_seconds() -> float:
-    """User + system seconds of this process and its joined children (the DataLoader's workers)."""
-    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def rate(run: dict) -> float:

@@ -20,6 +20,7 @@ import importlib
 import json
 import os
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -150,6 +151,13 @@ def rounds(
 def best(runs: list[Run]) -> Run:
     """The fastest run (the first of equals)."""
     return min(runs, key=lambda run: run.seconds)
+
+
+def cpu_seconds() -> float:
+    """User + system seconds of this process and its ended children (DataLoader workers once joined):
+    what a run costs in work, less moved by this machine's scheduling than its wall time."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def load() -> str:

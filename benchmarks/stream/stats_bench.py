@@ -24,7 +24,6 @@ import argparse
 import datetime
 import io
 import json
-import resource
 import statistics
 import subprocess
 import sys
@@ -35,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[2]  # benchmarks/stream/<this> -> the re
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))  # the shared harness package
 
-from harness import RESULTS  # noqa: E402
+from harness import RESULTS, cpu_seconds  # noqa: E402
 from harness.report import save_results  # noqa: E402
 
 
@@ -101,7 +100,7 @@ def one_epoch(index: str, kind: str, monitor: bool, workers: int) -> dict:
     else:
         ds = ShardDataset(index, image="torch", monitor=monitor)
         batch = 32
-    cpu_before = _cpu()
+    cpu_before = cpu_seconds()
     started = time.perf_counter()
     if workers:
         loader = DataLoader(ds, batch_size=batch, num_workers=workers, collate_fn=as_list)
@@ -110,14 +109,7 @@ def one_epoch(index: str, kind: str, monitor: bool, workers: int) -> dict:
     else:
         samples = sum(1 for _ in ds)
     seconds = time.perf_counter() - started
-    return {"seconds": seconds, "samples": samples, "cpu": _cpu() - cpu_before}
-
-
-def _cpu() -> float:
-    """CPU seconds of this process and its ended children (DataLoader workers once joined): what the
-    statistics cost in work, less moved by this machine's scheduling than the wall time."""
-    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+    return {"seconds": seconds, "samples": samples, "cpu": cpu_seconds() - cpu_before}
 
 
 def main() -> None:
