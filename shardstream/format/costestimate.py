@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping
 
 from ..mediaprobe import member_seconds
 from ..mediatypes import AUDIO_EXTENSIONS, IMAGE_EXTENSIONS, VIDEO_EXTENSIONS
-from .costfield import BadCost
+from .costfield import MAX_COST, BadCost
 
 ESTIMATE = "@estimate"
 DEFAULTS: Mapping[str, float] = {
@@ -60,7 +60,7 @@ def estimate_parameters(cost: str) -> dict[str, float]:
 
 def estimate_cost(members: Iterable[tuple[str, bytes]], params: Mapping[str, float]) -> int:
     """The estimate for a sample's ``members`` ((extension, bytes) pairs, ``0.jpg`` or ``jpg``); BadCost
-    when a per-second count meets a member without a duration."""
+    when a per-second count meets a member without a duration, or the estimate passes ``MAX_COST``."""
     chars, timed, counts = 0, 0.0, {"image": 0, "video": 0, "audio": 0}  # timed: tokens by the second
     for ext, data in members:
         last = ext.rsplit(".", 1)[-1].lower()
@@ -80,7 +80,10 @@ def estimate_cost(members: Iterable[tuple[str, bytes]], params: Mapping[str, flo
                 timed += _seconds(ext, data) * params[f"{kind}_second_tokens"]
     tokens = math.ceil(chars / params["chars_per_token"])
     media = sum(n * params[f"{kind}_tokens"] for kind, n in counts.items()) + timed
-    return tokens + math.ceil(media)
+    cost = tokens + math.ceil(media)
+    if cost > MAX_COST:  # the .cols column is a u8: past it the writer would fail the whole pack
+        raise BadCost(f"@estimate: {cost:.3g} tokens, past 2**64-1, what a cost column holds")
+    return cost
 
 
 def _seconds(ext: str, data: bytes) -> float:

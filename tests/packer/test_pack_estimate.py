@@ -67,3 +67,16 @@ def test_a_bad_estimate_parameter_is_refused_before_packing(tmp_path):
     )
     assert result.exit_code == 2 and "is not one of chars_per_token=N" in result.output
     assert not (tmp_path / "out").exists()
+
+
+def test_an_estimate_past_the_cost_columns_range_is_a_named_reject_not_a_crash(tmp_path):
+    """The .cols cost is a u8: an estimate past 2**64-1 (here 1e30 tokens an image) is a bad-cost reject
+    naming the sample; the samples without images still pack."""
+    from shardstream.format import REJECTS_NAME
+
+    raw = _llava(tmp_path / "raw")
+    summary = pack(raw, tmp_path / "out", PackOptions(cost="@estimate:image_tokens=1e30"))
+    rejects = [json.loads(line) for line in (tmp_path / "out" / REJECTS_NAME).read_text().splitlines()]
+    assert sorted(r["kind"] for r in rejects) == ["bad-cost"] * 4  # r1, r2, r4, r5 hold images
+    assert all("past 2**64-1" in r["reason"] for r in rejects)
+    assert summary.samples == 2
