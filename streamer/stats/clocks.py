@@ -15,28 +15,25 @@ from shardstream.io.iostats import ThreadClock, thread_clock
 from .timers import DecodeClock, decode_clock
 
 
-def thread_cpu(native_id: int | None) -> float | None:
-    """Seconds of CPU the thread ``native_id`` (``threading.get_native_id()``) has used, or None where
-    the platform cannot tell or the thread has ended. Read from ``/proc/self/task/<id>/schedstat``, never
-    ``pthread_getcpuclockid``: a thread may end between a check and the call, and its freed handle then
-    crashed the process (a segfault in CI, reading an ended DataLoader queue's feeder thread)."""
+def schedstat(native_id: int | None) -> tuple[float, float] | None:
+    """(CPU seconds, run-queue seconds) of the thread ``native_id`` (``threading.get_native_id()``), from
+    one read of ``/proc/self/task/<id>/schedstat``; None where the platform cannot tell or the thread has
+    ended. Never ``pthread_getcpuclockid``: a thread may end between a check and the call, and its freed
+    handle then crashed the process (a segfault in CI, reading an ended DataLoader queue's feeder thread)."""
     if native_id is None:
         return None
     try:
         with open(f"/proc/self/task/{native_id}/schedstat", "rb") as handle:
-            return int(handle.read().split()[0]) / 1e9
+            fields = handle.read().split()
+        return int(fields[0]) / 1e9, int(fields[1]) / 1e9
     except (OSError, IndexError, ValueError):
         return None
 
 
-def run_delay(schedstat: str) -> float | None:
-    """Seconds the thread whose ``schedstat`` file this is has waited on a run queue, or None (not Linux,
-    or the thread is gone)."""
-    try:
-        with open(schedstat, "rb") as handle:
-            return int(handle.read().split()[1]) / 1e9
-    except (OSError, IndexError, ValueError):
-        return None
+def thread_cpu(native_id: int | None) -> float | None:
+    """Seconds of CPU the thread ``native_id`` has used, or None (see ``schedstat``)."""
+    stat = schedstat(native_id)
+    return stat[0] if stat is not None else None
 
 
 class Reading:
@@ -48,10 +45,10 @@ class Reading:
         self.ident = ident
         self.clock: ThreadClock = thread_clock()  # called in the reading thread: its own
         self.decoding: DecodeClock = decode_clock()
-        self.schedstat = f"/proc/self/task/{threading.get_native_id()}/schedstat"
         self.native_id = threading.get_native_id()  # called in the reading thread: its own
-        self.base = (self.clock.open, self.clock.io, self.decoding.decode, thread_cpu(self.native_id) or 0.0)
-        self.delay_base = run_delay(self.schedstat) or 0.0
+        cpu, delay = schedstat(self.native_id) or (0.0, 0.0)
+        self.base = (self.clock.open, self.clock.io, self.decoding.decode, cpu)
+        self.delay_base = delay
         self.run_queue = 0.0  # all the run-queue delay, as of the last ``seconds``
         self.kinds_base = dict(self.decoding.kinds)
 
@@ -60,11 +57,10 @@ class Reading:
         opened, waited, decoded, cpu_base = self.base
         opening, io = self.clock.open - opened, self.clock.io - waited
         decode = self.decoding.decode - decoded
-        cpu = thread_cpu(self.native_id)
-        used = max(0.0, (cpu - cpu_base) if cpu is not None else decode)
+        stat = schedstat(self.native_id)  # (cpu, run-queue delay); None: not Linux, or the thread ended
+        used = max(0.0, (stat[0] - cpu_base) if stat is not None else decode)
         other = max(0.0, min(used - decode, wall - opening - io - decode))
-        delay = run_delay(self.schedstat)
-        self.run_queue = max(0.0, delay - self.delay_base) if delay is not None else 0.0
+        self.run_queue = max(0.0, stat[1] - self.delay_base) if stat is not None else 0.0
         left = max(0.0, wall - opening - io - decode - other)
         cpu_wait = min(self.run_queue, left)  # a wait inside a timed stage stays that stage's
         idle = left - cpu_wait
