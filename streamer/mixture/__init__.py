@@ -14,7 +14,9 @@
 - ``chain.py``: a worker's chain of nodes, reader to batches, built for its place.
 - ``budget.py``, ``shape.py``: token budgets over sources; the plan's shape and identity.
 - ``saving.py``: a mixture's state as plain data (``state_dict``).
-- ``resume.py``: the same mixture continued, or a changed one carried on at an epoch boundary.
+- ``resume.py``: the same mixture continued, or a changed one carried on (sources at an epoch boundary).
+- ``rest.py``: weights changed mid-epoch: the rest of the epoch dealt under the new ones; carried epochs.
+- ``carry.py``: where a source's stream stands: a carried part first, then its pass stream on.
 - ``elastic.py``, ``restore.py``: each source's unread part dealt again to any ranks x workers.
 - ``_interleave.c``: the interleave's loop in C (optional; Python gives the same picks).
 """

@@ -39,7 +39,7 @@ from ..placement.segments import Segment
 from ..placement.shards import ShardList
 from .passes import PassStream
 from .plan import Share
-from .resume import Restored
+from .rest import Restored
 from .source import MixSource, source_of
 
 WEIGHT_BY = ("samples", "tokens")
@@ -215,14 +215,17 @@ def budget_deal(mixture: Any, place: tuple[int, int, int, int], epoch: int) -> t
     workers), by cost, as a restore's deal; and its batching plan."""
     rank, world, worker, workers = place
     plan = mixture.plan(world, workers)
-    starts = mixture.starts(epoch, plan)
+    at = mixture.positions(epoch, plan)
+    if any(p.carry for p in at):
+        raise ValueError("a Mixture with batch_tokens cannot read a source's carry (Mixture.load_state_dict)")
+    starts = [p.start for p in at]
     runs = [(start, start + n) for start, n in zip(starts, plan.per_epoch(), strict=True)]
     streams = [mixture.pass_stream(j) for j in range(len(mixture.names))]
     budgets, plans, slot = mixture.budget.deal(
         streams, runs, slot=rank * workers + worker, slots=world * workers
     )
     sources = {n: [s, e] for n, s, e in zip(mixture.names, starts, plan.per_epoch(), strict=True)}
-    return (budgets, plans, sources), slot
+    return Restored(budgets, plans, sources, by="budget"), slot
 
 
 def mixture_steps(mixture: Any, workers: int) -> int:

@@ -22,7 +22,8 @@ from .fetch import SourceReads
 from .passes import PassStream
 from .plan import MixturePlan
 from .reader import MixtureReader
-from .resume import Place, Restored
+from .rest import Restored
+from .resume import Place
 from .scheduled import ScheduledPlan
 from .source import SampleOffsets, SourceDecoders, source_opener
 from .windows import worker_windows
@@ -39,7 +40,7 @@ def build_chain(
     if mix.budget is not None:
         restored, slot = budget_deal(mix, place, epoch)
     # An elastic restore deals each source spans of its pass stream: their budgets, not the plan's.
-    budgets = restored[0] if restored is not None else plan.budgets(place[2])
+    budgets = restored.budgets if restored is not None else plan.budgets(place[2])
     openers = [source_opener(mix.shards, mix.reading, s) for s in mix.sources]
     recovery = Recovery(
         mix.error_handling, counters=counters, counted=True, locate=SampleOffsets(openers, mix.bases)
@@ -50,7 +51,10 @@ def build_chain(
     sizes = [mix.window(budget, sum(budgets)) for budget in budgets]
     defer = mix.reading.defer_reads if reads else False
     windows = worker_windows(mix.names, openers, runs, sizes, recovery, defer)
-    shares = plan.shares[place[2]] if isinstance(plan, ScheduledPlan) and restored is None else None
+    if restored is not None:  # a schedule's running shares come with a carried or changed epoch's deal
+        shares = restored.shares
+    else:
+        shares = plan.shares[place[2]] if isinstance(plan, ScheduledPlan) else None
     reader = MixtureReader(
         windows, budgets, mix.bases, max_open=mix.max_open, stratify=mix.stratify, shares=shares
     )
@@ -74,7 +78,7 @@ def source_run(
     ``start``, or an elastic restore's spans."""
     stream: PassStream | PlanStream = mix.pass_stream(j)
     if restored is not None:
-        stream = PlanStream(stream, restored[1][j].spans)
+        stream = PlanStream(stream, restored.plans[j].spans)
         return stream, 0, stream.size
     begin, end = plan.worker_range(j, place[0], place[2])
     return stream, start + begin, start + end

@@ -25,12 +25,14 @@ from ..datasets.options import Errors, Placement, Reading, default_prefetch
 from ..datasets.saved import check_chain_state
 from ..stats.options import MonitorOptions
 from .budget import MixtureBudget, budget_deal, check_budgeted, mixture_steps, token_shares
+from .carry import Position
 from .chain import build_chain
 from .config import load_mixture
 from .passes import PassStream
 from .plan import MixturePlan
+from .rest import Restored, place_deal
 from .restore import elastic_pending
-from .resume import FINISHED, Place, Restored, restore_point, resume_point
+from .resume import FINISHED, Place, restore_point, resume_point
 from .saving import mixture_state
 from .scheduled import weight_schedules
 from .shape import MixtureShape
@@ -155,7 +157,7 @@ class Mixture(StreamBase):
             per_batch=batch_size,
         )
         self.shape.epoch_plan(self.placement.resolve()[1], 1, 0)  # every error in the sources shows now
-        self._origins: dict[str, tuple[int, int]] = {}  # name -> (epoch, its pass-stream start then)
+        self._origins: dict[str, tuple[int, Position]] = {}  # name -> (epoch, where its stream stood then)
         self._ended_epoch: int | None = None  # an epoch a loaded DataLoader state said was over
         self._restored: Restored | None = None  # what the chain reads when an elastic restore dealt it
 
@@ -181,13 +183,17 @@ class Mixture(StreamBase):
         """Source ``j``'s pass stream: pass after pass over its shards."""
         return self.shape.pass_stream(j)
 
-    def starts(self, epoch: int, plan: MixturePlan) -> list[int]:
-        """Where each source's run of this epoch begins in its pass stream."""
+    def positions(self, epoch: int, plan: MixturePlan) -> list[Position]:
+        """Where each source's stream stands at this epoch's start: its carry (``carry.py``), its start."""
         out = []
         for j, name in enumerate(self.names):
-            first_epoch, start = self._origins.get(name, (0, 0))
-            out.append(start + self.shape.moved(plan.world, plan.workers, first_epoch, epoch)[j])
+            first_epoch, at = self._origins.get(name, (0, Position((), 0)))
+            out.append(at.advance(self.shape.moved(plan.world, plan.workers, first_epoch, epoch)[j]))
         return out
+
+    def starts(self, epoch: int, plan: MixturePlan) -> list[int]:
+        """Where each source's run of this epoch begins in its pass stream (after any carry)."""
+        return [at.start for at in self.positions(epoch, plan)]
 
     # -- counts ----------------------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -214,9 +220,13 @@ class Mixture(StreamBase):
         the inner state under ``"source"``, the reader ``{"counts": [per source handed out],
         "batch_start"?}``); ``left`` (samples of this worker's plan not yet reached); ``sources``
         (``{name: [start, per_epoch]}``: where each source's pass stream stood at the epoch's start and
-        how far an epoch moves it); ``plan`` (after an elastic restore: ``{"budgets", "spans"}``, this
-        place's deal); and the identity: ``dataset`` (a digest of the sources, shares, epoch and buffer
-        size), ``seed``, ``shuffle``, ``remainder``. Loaded but not yet read, the loaded state comes back
+        how far an epoch moves it); ``carry`` (``{name: [[a, b], ...]}``: spans of a source's pass stream
+        read before its start, left by a change mid-epoch; ``{}``: none); ``plan`` (in a dealt epoch:
+        ``{"budgets", "spans", "by"}``, this place's deal, ``by`` one of elastic, carry, rest, budget);
+        ``rest`` (after a change mid-epoch: ``{"lengths", "step", "world"}``, each worker's samples left
+        at the change and its global step); ``weights`` (the shares and schedules the plan was made
+        under, which a changed mixture rebuilds it from); and the identity: ``dataset`` (a digest of the
+        sources, shares, epoch and buffer size), ``seed``, ``shuffle``, ``remainder``. Loaded but not yet read, the loaded state comes back
         (an elastic one with ``elastic``: each source's leftover).
         """
         return mixture_state(self, loaded=self._pending, chain=self._chain, restored=self._restored)
@@ -229,9 +239,11 @@ class Mixture(StreamBase):
         """Continue, on the next iteration, where the run that saved ``state`` stood.
 
         ``state``: this rank's own state (or its DataLoader's), to continue exactly on the same world size
-        and workers, or a changed mixture at an epoch boundary (``resume.py``); or the list of every old
-        rank's states, in rank order, to continue the epoch on any world size and workers, each source's
-        samples still once (``restore.py``). Checked here, before any sample is read.
+        and workers; or into a changed mixture: at an epoch boundary any change (``resume.py``), in the
+        middle of an epoch changed weights or schedules, taken at the next step on every rank alike
+        (``rest.py``: give it the loader's state, and read the rest through a new loader); or the list of
+        every old rank's states, in rank order, to continue the epoch on any world size and workers, each
+        source's samples still once (``restore.py``). Checked here, before any sample is read.
         """
         if isinstance(state, Sequence):
             if self.shape.schedules is not None:
@@ -249,6 +261,12 @@ class Mixture(StreamBase):
             return
         world = self.placement.resolve()[1]
         loaded = restore_point(self.shape, state, world=world, ended_epoch=self._ended_epoch)  # checks it
+        if self.budget is not None and any(at.carry for _, at in loaded.origins.values()):
+            raise ValueError(
+                "the state carries unread samples of a source into the next epoch (a mixture changed in "
+                "the middle of an epoch); a Mixture with batch_tokens cannot read a carry: finish that "
+                "epoch without batch_tokens first"
+            )
         before = self._origins
         self._origins = loaded.origins  # where the saved chain's runs start
         try:  # the chain its place and epoch build checks the state of the saved one (each node its own keys)
@@ -271,6 +289,10 @@ class Mixture(StreamBase):
             return None
         if self.budget is not None:  # the cost deal, read as a restore's spans (a resumed state saved it)
             self._restored = budget_deal(self, place, epoch)[0]
+        elif self._restored is None:  # a source carries a changed epoch's unread part: dealt as spans
+            at = self.positions(epoch, self.shape.epoch_plan(place[1], place[3], epoch))
+            if any(p.carry for p in at):
+                self._restored = place_deal(self.shape, epoch, dict(zip(self.names, at, strict=True)), place)
         return epoch, node_state
 
     def _assemble(self, place: Place, epoch: int) -> Node:

@@ -17,12 +17,13 @@ from typing import Any
 from ..chain.node import saved_state_of
 from ..elastic.deal import Plan, Span, join
 from ..elastic.restore import by_place_of, check_identity, one_epoch, rank_states, topology
+from .carry import Position, carry_state, positions_of
 from .elastic import PlanStream, unread
 from .passes import PassStream
 from .reader import MixtureReader
 from .shape import MixtureShape
 
-Origins = dict[str, tuple[int, int]]  # source name -> (epoch, where its pass stream starts then)
+Origins = dict[str, tuple[int, Position]]  # source name -> (epoch, where its stream stands then)
 
 
 def elastic_pending(shape: MixtureShape, states: Sequence[Any]) -> tuple[dict[str, Any] | None, Origins]:
@@ -41,8 +42,9 @@ def elastic_pending(shape: MixtureShape, states: Sequence[Any]) -> tuple[dict[st
         check_identity(w, identity)
     epoch = one_epoch(workers)
     sources = _sources(workers, shape.names)
+    streams_at = positions_of(workers[0], shape.names)
     # The epochs after this one go on from where its runs end, on any topology.
-    after = {name: (epoch + 1, start + moved) for name, (start, moved) in sources.items()}
+    after = {name: (epoch + 1, streams_at[name].advance(moved)) for name, (_, moved) in sources.items()}
     if all(finished for finished, _ in ranks):
         return None, after  # the epoch is over on every rank; each source goes on from its end
     pending = [w["elastic"] for w in workers if "elastic" in w]
@@ -50,11 +52,12 @@ def elastic_pending(shape: MixtureShape, states: Sequence[Any]) -> tuple[dict[st
         if len(pending) != len(workers) or any(p != pending[0] for p in pending):
             raise ValueError("the states mix a pending elastic restore with others: gather them at one step")
         lefts = {name: Plan.from_state(p) for name, p in pending[0].items()}
-        return _pending(epoch, sources, lefts), after
+        return _pending(epoch, sources, streams_at, lefts), after
     placed = [w for w in workers if w.get("place")]
     if not placed:  # no worker had begun the epoch: it begins afresh on the new topology
-        at_start = {name: (epoch, start) for name, (start, _) in sources.items()}
-        return {"epoch": epoch, "place": None, "node": None, "sources": _listed(sources)}, at_start
+        at_start = {name: (epoch, streams_at[name]) for name in sources}
+        unplaced = {"epoch": epoch, "place": None, "node": None, "sources": _listed(sources)}
+        return {**unplaced, "carry": carry_state(streams_at)}, at_start
     world, k = topology(placed, len(states))
     left: dict[str, list[Span]] = {name: [] for name in shape.names}
     by_place = by_place_of(placed)
@@ -66,19 +69,24 @@ def elastic_pending(shape: MixtureShape, states: Sequence[Any]) -> tuple[dict[st
             if state is None and restored:
                 raise ValueError(f"no state for rank {rank} worker {worker}: pass every rank's state")
             try:
-                for name, spans in _worker_left(shape, streams, state, sources, (rank, world, worker, k)):
+                place = (rank, world, worker, k)
+                for name, spans in worker_left(shape, streams, state, sources, place, epoch):
                     left[name] += spans
             except (KeyError, TypeError, ValueError, IndexError) as exc:
                 raise ValueError(f"the state of rank {rank} worker {worker} is damaged: {exc!r}") from exc
-    return _pending(epoch, sources, {name: Plan((), join(spans)) for name, spans in left.items()}), after
+    lefts = {name: Plan((), join(spans)) for name, spans in left.items()}
+    return _pending(epoch, sources, streams_at, lefts), after
 
 
 def _sources(workers: Sequence[Mapping[str, Any]], names: Sequence[str]) -> dict[str, tuple[int, int]]:
-    """Each source's (start, moved) in the saved epoch: the same in every worker's state."""
-    found = {tuple((str(n), int(v[0]), int(v[1])) for n, v in w["sources"].items()) for w in workers}
+    """Each source's (start, moved) in the saved epoch: the same in every worker's state (carry too)."""
+    found = {
+        (tuple((str(n), int(v[0]), int(v[1])) for n, v in w["sources"].items()), repr(w.get("carry") or {}))
+        for w in workers
+    }
     if len(found) != 1:
         raise ValueError("the states disagree on where the sources stood: gather them at one step")
-    sources = {name: (start, moved) for name, start, moved in found.pop()}
+    sources = {name: (start, moved) for name, start, moved in found.pop()[0]}
     if sorted(sources) != sorted(names):
         raise ValueError(f"the states were saved from sources {sorted(sources)}, not {sorted(names)}")
     return sources
@@ -88,26 +96,31 @@ def _listed(sources: Mapping[str, tuple[int, int]]) -> dict[str, list[int]]:
     return {name: [start, moved] for name, (start, moved) in sources.items()}
 
 
-def _pending(epoch: int, sources: Mapping[str, tuple[int, int]], lefts: dict[str, Plan]) -> dict[str, Any]:
+def _pending(
+    epoch: int, sources: Mapping[str, tuple[int, int]], at: Mapping[str, Position], lefts: dict[str, Plan]
+) -> dict[str, Any]:
     # "place" and "node" as any unplaced state has them: saved before the workers start, it loads again.
-    return {"epoch": epoch, "place": None, "node": None, "sources": _listed(sources), "elastic": lefts}
+    unplaced = {"epoch": epoch, "place": None, "node": None, "sources": _listed(sources)}
+    return {**unplaced, "carry": carry_state(at), "elastic": lefts}
 
 
-def _worker_left(
+def worker_left(
     shape: MixtureShape,
     streams: Sequence[PassStream],
     state: Mapping[str, Any] | None,
     sources: Mapping[str, tuple[int, int]],
     place: tuple[int, int, int, int],
+    epoch: int,
 ) -> list[tuple[str, list[Span]]]:
-    """What one old worker had not handed out of each source, in pass-stream positions."""
+    """What one old worker (``place``, in ``epoch``) had not handed out of each source, in pass-stream
+    positions: its run, or its deal's spans, past what its reader's counts say it handed out."""
     rank, world, worker, workers = place
     node = saved_state_of(MixtureReader, state.get("node")) if state else None
     restored = state.get("plan") if state else None
     if restored:
         budgets = [int(b) for b in restored["budgets"]]
     else:
-        budgets = list(shape.plan(world, workers).budgets(worker))
+        budgets = list(shape.epoch_plan(world, workers, epoch).budgets(worker))
     counts = [int(c) for c in node["counts"]] if node else [0] * len(budgets)
     if len(counts) != len(shape.names) or len(budgets) != len(counts):
         raise ValueError(f"{len(counts)} counts and {len(budgets)} budgets for {len(shape.names)} sources")
@@ -119,7 +132,7 @@ def _worker_left(
             stream = PlanStream(stream, Plan.from_state({"ids": [], "spans": restored["spans"][j]}).spans)
             run = (0, stream.size)
         else:
-            begin, end = shape.plan(world, workers).worker_range(j, rank, worker)
+            begin, end = shape.epoch_plan(world, workers, epoch).worker_range(j, rank, worker)
             run = (sources[name][0] + begin, sources[name][0] + end)
         if not 0 <= counts[j] <= run[1] - run[0]:
             raise ValueError(f"source {name!r}: {counts[j]} handed out of a run of {run[1] - run[0]}")

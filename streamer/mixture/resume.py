@@ -1,12 +1,14 @@
 """Restoring a Mixture: the same mixture continues exactly; a changed one carries every source on.
 
-A state names, for every source, where its pass stream stood at the epoch's start and how far an epoch
-moves it. Loaded into the same mixture (same sources, same budgets), the saved chain continues as if never
-stopped. Loaded into a changed one (weights changed, sources added or removed) at an epoch boundary,
-every remaining source's pass stream goes on from where the saved run left it — no sample of a pass
-repeated or skipped — and new sources start at their first pass. A change in the middle of an epoch is
-refused: the other ranks' and workers' unread parts of the epoch are not in this state (the list of
-every rank's states is: ``restore.py``). A state saved in an elastic restore's epoch carries its
+A state names, for every source, where its stream stood at the epoch's start (``"sources"``' start and
+any ``"carry"``, ``carry.py``) and how far the epoch moves it. Loaded into the same mixture (same
+sources, same budgets), the saved chain continues as if never stopped. Loaded into a changed one at an
+epoch boundary (weights changed, sources added or removed), every remaining source's stream goes on
+from where the saved run left it — no sample of a pass repeated or skipped — and new sources start at
+their first pass. In the middle of an epoch, weights and schedules may change (``rest.py``): the rest
+of the epoch follows the new ones from the next step, from this rank's own state (every worker's, so a
+loader's), with each source's unread part read first and what the new weights leave of it carried.
+A state saved in a dealt epoch (an elastic restore's, a carried one's, a change's rest) carries its
 place's deal ("plan") and continues it on the same place; after that epoch every source goes on from
 where the saved epoch ends.
 
@@ -30,14 +32,14 @@ from ..chain.node import is_int
 from ..datasets.base import Place, check_place
 from ..datasets.saved import saved_fields
 from ..elastic.deal import Plan
-from ..elastic.restore import check_identity, check_identity_keys, loader_dataset_states
+from ..elastic.restore import check_identity, check_identity_keys, loader_dataset_states, rank_states
+from .carry import carry_of, positions_of
 from .elastic import deal_sources
+from .rest import Restored, changed_pending, place_deal
+from .restore import Origins
 from .shape import MixtureShape
 
 FINISHED = "finished"
-Origins = dict[str, tuple[int, int]]  # source name -> (epoch, where its pass stream starts then)
-# An elastic restore's deal for one worker: per-source budgets, per-source spans, the sources' saved places.
-Restored = tuple[list[int], list[Plan], dict[str, list[int]]]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -56,19 +58,38 @@ def restore_point(
     """Check a loaded state; what it sets. Raise ValueError if unusable. ``world``: this run's world size;
     ``ended_epoch``: what an earlier load found over (a worker's copy of the mixture carries it)."""
     if "_snapshot" in state or "dataset_state" in state:  # a StatefulDataLoader's
-        states, finished = _loader_states(state)
-        states = [saved_mixture(shape, s) for s in states]
+        _, workers = loader_dataset_states(state) or (0, {})
+        finished = bool(state.get("_iterator_finished"))
+        states = [saved_mixture(shape, s) for s in workers.values() if s]
         if not states:
             raise ValueError("the loader state holds no dataset state (was it saved before the first batch?)")
         # The loader hands each worker its own state; the parent keeps none. Workers get the mixture
         # pickled: they learn that their (maybe older) snapshots' epoch is over.
         ended = int(states[0]["epoch"]) if finished else None
-        origins, _ = _origins(shape, states[0], world=world, ended=finished, ended_epoch=ended)
+        origins, over = _origins(shape, states[0], world=world, ended=finished, ended_epoch=ended)
+        if over is None:  # changed mid-epoch: the rest under the new weights, from every worker's counts
+            rank_states(state, 0)  # refuses snapshots older than the loader's last step
+            return _changed(shape, states, whole=True)
         return Loaded(pending=None, origins=origins, ended_epoch=ended)
     state = saved_mixture(shape, state)
     origins, over = _origins(shape, state, world=world, ended=False, ended_epoch=ended_epoch)
+    if over is None:
+        return _changed(shape, [state], whole=False)
     pending = {**state, "node": FINISHED} if over else dict(state)
     return Loaded(pending=pending, origins=origins, ended_epoch=ended_epoch)
+
+
+def _changed(shape: MixtureShape, states: list[dict[str, Any]], *, whole: bool) -> Loaded:
+    """A state saved mid-epoch under other weights: the rest of its epoch under this mixture's."""
+    pending = changed_pending(shape, states, whole=whole)
+    epoch = int(pending["epoch"])
+    return Loaded(pending=pending, origins=_after(pending, shape, epoch), ended_epoch=None)
+
+
+def _after(state: Mapping[str, Any], shape: MixtureShape, epoch: int) -> Origins:
+    """Where every source stands once ``state``'s epoch (or rest) has moved it by its ``moved``."""
+    at = positions_of(state, list(state["sources"]))
+    return {name: (epoch + 1, at[name].advance(int(v[1]))) for name, v in state["sources"].items()}
 
 
 def saved_mixture(shape: MixtureShape, state: Any) -> dict[str, Any]:
@@ -91,6 +112,18 @@ def saved_mixture(shape: MixtureShape, state: Any) -> dict[str, Any]:
         raise ValueError(f"the state has left={left!r:.60}; it must be an int >= 0")
     if state.get("plan"):
         _plan_of(state["plan"], shape)
+    carry_of(state, list(sources))
+    rest = state.get("rest")
+    if rest is not None and not (
+        isinstance(rest, Mapping)
+        and is_int(rest.get("step"))
+        and rest["step"] >= 0
+        and is_int(rest.get("world"))
+        and rest["world"] >= 1
+        and isinstance(rest.get("lengths"), (list, tuple))
+        and all(is_int(n) and n >= 0 for n in rest["lengths"])
+    ):
+        raise ValueError(f"the state has rest={rest!r:.80}; it must be {{'lengths', 'step', 'world'}}, ints")
     if state.get("elastic"):
         elastic = state["elastic"]
         if not isinstance(elastic, Mapping) or sorted(elastic) != sorted(shape.names):
@@ -117,15 +150,11 @@ def _plan_of(value: Any, shape: MixtureShape) -> tuple[list[int], list[Plan]]:
     return [int(b) for b in budgets], [_plan({"ids": [], "spans": s}, "plan spans") for s in spans]
 
 
-def _loader_states(state: Mapping[str, Any]) -> tuple[list[Mapping[str, Any]], bool]:
-    _, workers = loader_dataset_states(state) or (0, {})
-    return [s for s in workers.values() if s], bool(state.get("_iterator_finished"))
-
-
 def _origins(
     shape: MixtureShape, state: Mapping[str, Any], *, world: int, ended: bool, ended_epoch: int | None
-) -> tuple[Origins, bool]:
-    """Where each source's pass stream stands, and whether the state's epoch is over by its own chain.
+) -> tuple[Origins, bool | None]:
+    """Where each source's stream stands, and whether the state's epoch is over by its own chain (None:
+    it is not, and the mixture's weights changed: ``rest.py`` continues it).
 
     ``ended``: the state's epoch is over, whatever its chain says (a loader's snapshots can be older)."""
     saved = state.get("sources")
@@ -140,8 +169,9 @@ def _origins(
                 "source's pass stream depends on it"
             )
     starts = {str(name): (int(value[0]), int(value[1])) for name, value in saved.items()}
-    after = {name: (epoch + 1, start + moved) for name, (start, moved) in starts.items()}
-    if state.get("plan") or state.get("elastic"):  # an elastic restore's epoch: its own runs, then on
+    after = _after(state, shape, epoch)
+    dealt = bool(state.get("plan") or state.get("rest"))
+    if state.get("elastic") or (dealt and _same_weights(shape, state)):  # a dealt epoch: its own runs
         check_identity(state, identity)  # its deal is of this mixture's streams, as the restore checked
         if sorted(starts) != sorted(shape.names):
             raise ValueError(f"the state was saved from sources {sorted(starts)}, not {sorted(shape.names)}")
@@ -151,8 +181,13 @@ def _origins(
     world = int(place[1]) if place else world
     workers = int(place[3]) if place else (info.num_workers if info is not None else 1)
     per_epoch = dict(zip(shape.names, shape.epoch_plan(world, workers, epoch).per_epoch(), strict=True))
-    at_start = {name: (epoch, start) for name, (start, _) in starts.items()}
-    if {name: moved for name, (_, moved) in starts.items()} == per_epoch:
+    at = positions_of(state, list(starts))
+    at_start = {name: (epoch, at[name]) for name in starts}
+    if "weights" in state:
+        same = _same_weights(shape, state)
+    else:  # saved before states named their weights: the same amounts, the same mixture
+        same = {name: moved for name, (_, moved) in starts.items()} == per_epoch
+    if same and not dealt:
         if state.get("node") and state.get("left") != 0:  # the saved chain goes on: the same mixture only
             check_identity(state, identity)
         return at_start, False
@@ -166,14 +201,21 @@ def _origins(
             "mixture cannot do; load the state into the mixture only (mixture.load_state_dict(state)), not "
             "into the loader: the epoch is over, and the mixture carries every source on from there"
         )
-    if not node:  # the epoch had not begun (no chain, or one not started): it begins under the new mixture
+    if not node and not state.get("rest"):  # the epoch had not begun: it begins under the new mixture
         return at_start, False
+    if sorted(starts) == sorted(shape.names):
+        return after, None  # the rest of the epoch under the new weights (the state must name its own)
     raise ValueError(
         f"the mixture changed (saved sources {sorted(starts)} with per-epoch amounts "
         f"{ {n: m for n, (_, m) in starts.items()} }, now {per_epoch}) but the state was saved in the "
-        f"middle of epoch {epoch}; change a mixture at an epoch boundary (a state saved after an "
-        "epoch's last sample, or before its first)"
+        f"middle of epoch {epoch}; change its sources at an epoch boundary (a state saved after an "
+        "epoch's last sample, or before its first); in the middle only weights and schedules may change"
     )
+
+
+def _same_weights(shape: MixtureShape, state: Mapping[str, Any]) -> bool:
+    """Whether ``state`` was saved under this mixture's weights (a state without them: assumed so)."""
+    return state.get("weights", shape.weights_state()) == shape.weights_state()
 
 
 def resume_point(
@@ -184,6 +226,7 @@ def resume_point(
     if not pending:
         return epoch, None, None
     epoch, node = int(pending["epoch"]), pending.get("node")
+    carry = carry_of(pending, shape.names)
     if "elastic" in pending:  # every old rank's leftover: this place's deal of it
         lefts = [_plan(pending["elastic"][name]) for name in shape.names]
         rank, world, worker, workers = place
@@ -191,11 +234,17 @@ def resume_point(
         budgets, plans = deal_sources(
             lefts, rank=rank, world=world, worker=worker, workers=workers, remainder=remainder
         )
-        return epoch, None, (budgets, plans, dict(pending["sources"]))
+        return epoch, None, Restored(budgets, plans, dict(pending["sources"]), carry=carry)
     restored = None
-    if pending.get("plan"):  # this place's own state from a restored epoch
+    by = pending["plan"].get("by", "elastic") if pending.get("plan") else None
+    if pending.get("rest") and not pending.get("plan"):  # a change's rest, not yet begun: this place's deal
+        restored = place_deal(shape, epoch, positions_of(pending, shape.names), place, pending["rest"])
+    elif by in ("carry", "rest"):  # dealt from where the sources stood: dealt again, shares and all
+        saved = tuple(int(v) for v in pending["place"])
+        restored = place_deal(shape, epoch, positions_of(pending, shape.names), saved, pending.get("rest"))
+    elif pending.get("plan"):  # this place's own state from a restored epoch
         budgets, plans = _plan_of(pending["plan"], shape)
-        restored = (budgets, plans, dict(pending["sources"]))
+        restored = Restored(budgets, plans, dict(pending["sources"]), carry=carry, by=by or "elastic")
     if node is None or node == FINISHED:
         return epoch, node, restored
     check_place(pending["place"], place)

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..chain.node import saved_state_of
+from .carry import carry_state
 from .reader import MixtureReader
 
 
@@ -22,32 +23,29 @@ def mixture_state(
     """``mix.state_dict()`` (see its docstring for the schema): ``loaded``, a state loaded and not yet
     read; ``chain``, the running (chain, epoch, place), None before one; ``restored``, its place's deal
     after an elastic restore."""
-    identity = mix.identity()
+    identity = {**mix.identity(), "weights": mix.shape.weights_state()}
     if loaded is not None:
         pending = {k: v for k, v in loaded.items() if k != "elastic"}
         if "elastic" in loaded:  # loaded, not yet iterated: a checkpoint now must not lose it
             pending["elastic"] = {n: p.to_state() for n, p in loaded["elastic"].items()}
         return {**copy.deepcopy(pending), **identity}
     if chain is None:
-        return {
-            "epoch": mix.epoch,
-            "place": None,
-            "node": None,
-            "sources": sources_at(mix, mix.epoch),
-            **identity,
-        }
+        return {"epoch": mix.epoch, "place": None, "node": None, **sources_at(mix, mix.epoch), **identity}
     running, epoch, place = chain
     node = running.get_state()
     if restored is not None:
-        budgets, plans, sources = restored
-        deal = {"budgets": list(budgets), "spans": [[list(s) for s in p.spans] for p in plans]}
+        spans = [[list(s) for s in p.spans] for p in restored.plans]
+        deal = {"budgets": list(restored.budgets), "spans": spans, "by": restored.by}
+        carry = {name: [list(s) for s in spans] for name, spans in (restored.carry or {}).items()}
         return {
             "epoch": epoch,
             "place": list(place),
             "node": node,
-            "left": plan_left(node, sum(budgets)),
-            "sources": copy.deepcopy(sources),
+            "left": plan_left(node, sum(restored.budgets)),
+            "sources": copy.deepcopy(restored.sources),
+            "carry": carry,
             "plan": deal,
+            **({"rest": copy.deepcopy(restored.rest)} if restored.rest is not None else {}),
             **identity,
         }
     length = mix.plan(place[1], place[3]).worker_length(place[2])
@@ -56,7 +54,7 @@ def mixture_state(
         "place": list(place),
         "node": node,
         "left": plan_left(node, length),
-        "sources": sources_at(mix, epoch, place[3]),
+        **sources_at(mix, epoch, place[3]),
         **identity,
     }
 
@@ -67,9 +65,10 @@ def plan_left(node: Mapping[str, Any], length: int) -> int:
     return length - sum(reader["counts"]) if reader and reader["counts"] else length
 
 
-def sources_at(mix: Any, epoch: int, workers: int = 1) -> dict[str, list[int]]:
-    """``{name: [start, per_epoch]}``: where each source's pass stream stands at ``epoch``'s start and
-    how far that epoch moves it."""
+def sources_at(mix: Any, epoch: int, workers: int = 1) -> dict[str, Any]:
+    """``{"sources": {name: [start, per_epoch]}, "carry": {name: spans}}``: where each source's stream
+    stands at ``epoch``'s start and how far that epoch moves it."""
     plan = mix.shape.epoch_plan(mix.placement.resolve()[1], workers, epoch)
-    starts, moves = mix.starts(epoch, plan), plan.per_epoch()
-    return {n: [s, e] for n, s, e in zip(mix.names, starts, moves, strict=True)}
+    at, moves = mix.positions(epoch, plan), plan.per_epoch()
+    sources = {n: [p.start, e] for n, p, e in zip(mix.names, at, moves, strict=True)}
+    return {"sources": sources, "carry": carry_state(dict(zip(mix.names, at, strict=True)))}

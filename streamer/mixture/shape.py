@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from fractions import Fraction
 from typing import Any
 
 from ..datasets.options import Placement
 from ..elastic.restore import dataset_digest
 from ..placement.shards import ShardList
 from .passes import PassStream
-from .plan import MixturePlan, Share, plan_mixture
+from .plan import MixturePlan, Share, apportion, epoch_targets, plan_mixture
 from .schedule import Schedule
 from .scheduled import ScheduledPlan, scheduled_plan
 
@@ -51,6 +52,7 @@ class MixtureShape:
         self.epoch_size = epoch_size
         self.buffer_size = buffer_size
         self.extra = extra  # what else the state must match (a token budget's options), in the digest
+        self.budgeted = bool(extra)
         self.schedules = tuple(schedules) if schedules is not None else None
         self.per_batch = per_batch
         if self.schedules is not None:
@@ -99,6 +101,47 @@ class MixtureShape:
         self._moved[key] = (epoch, out)
         return list(out)
 
+    def rest_budgets(self, length: int) -> list[int]:
+        """Per-source budgets of ``length`` samples under the constant shares (as a worker's in the plan)."""
+        return apportion(epoch_targets(self.shares, self.epoch_size)[0], length)
+
+    def weights_state(self) -> dict[str, Any]:
+        """The shares and schedules as plain data (``"weights"`` in a state): what rebuilds the plan a
+        state was saved under (``with_weights``) when a changed mixture takes it over mid-epoch."""
+        return {
+            "shares": [[s.name, s.kind, type(s.value).__name__, str(s.value)] for s in self.shares],
+            "schedules": [s.to_state() for s in self.schedules] if self.schedules is not None else None,
+            "batch": self.per_batch,
+            "budgeted": self.budgeted,
+        }
+
+    def with_weights(self, saved: Any) -> MixtureShape:
+        """This shape under the shares and schedules of ``saved`` (``weights_state``'s form): the same
+        sources, data, placement, epoch and buffer; ValueError naming what does not fit."""
+        try:
+            shares = [_share(entry, share) for entry, share in zip(saved["shares"], self.shares, strict=True)]
+            schedules = saved["schedules"]
+            per_batch = saved["batch"]
+            if schedules is not None:  # each {kind: [[step, "num/den"], ...]}, as to_state writes it
+                schedules = [
+                    Schedule.of(
+                        {kind: [(step, Fraction(w)) for step, w in points] for kind, points in s.items()}
+                    )
+                    for s in schedules
+                ]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"the state's weights={saved!r:.120} are not a mixture's ({exc})") from None
+        return MixtureShape(
+            shares,
+            self.shard_lists,
+            self.bases,
+            placement=self.placement,
+            epoch_size=self.epoch_size,
+            buffer_size=self.buffer_size,
+            schedules=schedules,
+            per_batch=per_batch,
+        )
+
     def window(self, budget: int, length: int) -> int:
         """A source's window in a worker's stream: its share of the shuffle buffer (1 without shuffling)."""
         return self.buffer_size * budget // max(length, 1) if self.placement.shuffle else 1
@@ -127,3 +170,14 @@ class MixtureShape:
                 "remainder": p.remainder,
             }
         return self._identity
+
+
+VALUE_TYPES = {"int": int, "float": float, "Fraction": Fraction}
+
+
+def _share(entry: Sequence[Any], share: Share) -> Share:
+    """``entry`` ([name, kind, value type, value]) as a Share of the source ``share`` names."""
+    name, kind, kind_of_value, value = entry
+    if name != share.name:
+        raise ValueError(f"source {name!r} where this mixture has {share.name!r}")
+    return Share(share.name, share.size, str(kind), VALUE_TYPES[kind_of_value](value))

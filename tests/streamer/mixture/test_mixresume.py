@@ -149,8 +149,8 @@ def test_a_changed_mixture_in_the_middle_of_an_epoch_is_refused_with_the_whole_r
     assert str(refused.value) == (
         "the mixture changed (saved sources ['big', 'mid', 'tiny'] with per-epoch amounts {'tiny': 80, "
         "'mid': 120, 'big': 200}, now {'tiny': 200, 'big': 200}) but the state was saved in the middle of "
-        "epoch 0; change a mixture at an epoch boundary (a state saved after an epoch's last sample, or "
-        "before its first)"
+        "epoch 0; change its sources at an epoch boundary (a state saved after an epoch's last sample, or "
+        "before its first); in the middle only weights and schedules may change"
     )
 
 

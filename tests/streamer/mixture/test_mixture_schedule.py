@@ -140,19 +140,3 @@ def test_a_schedule_from_yaml_and_the_options_it_refuses(two, tmp_path):
         list(_mixture(two, {"stages": [[0, 1], [5, 0]]}, {"stages": [[0, 1], [5, 0]]}))
     with pytest.raises(ValueError, match="same world size and workers only"):
         _mixture(two, {"stages": [[0, 1]]}, 1).load_state_dict([{}])
-
-
-def test_a_state_saved_mid_epoch_under_another_schedule_is_refused(two):
-    """The same amounts per epoch (480 of each), read in another order: a state saved under one schedule
-    cannot continue under the other mid-epoch (it would repeat or skip samples), and says so."""
-    before = ({"stages": [[0, 1], [30, 0]]}, {"stages": [[0, 0], [30, 1]]})
-    after = ({"stages": [[0, 0], [30, 1]]}, {"stages": [[0, 1], [30, 0]]})
-    loader = _loader(_mixture(two, *before, rank=0, world_size=2))
-    batches = iter(loader)
-    for _ in range(7):
-        next(batches)
-    state = loader.state_dict()
-    changed = _loader(_mixture(two, *after, rank=0, world_size=2))
-    with pytest.raises(ValueError, match="another dataset"):
-        changed.load_state_dict(state)
-        next(iter(changed))

@@ -1,0 +1,217 @@
+"""The rest of an epoch under changed weights, and any epoch whose sources carry: each place's deal.
+
+A mixture changed mid-epoch (weights or schedules; the same sources, data, epoch size and buffer) takes
+the change at the next step on every rank alike, with no communication: on one topology worker i of
+every rank has handed out the same counts, and the state names the weights its plan was made under, so
+every rank finds every old worker's unread part of each source (``restore.worker_left``). Each worker
+then reads what it had left (the same lengths: the same steps), its budgets from the new weights (or
+the new schedule from the step the change is taken at). Source j's rest is its unread positions in
+stream order, then its stream on when the new weights want more; what they want less of is carried
+into the next epoch and read there first (``carry.py``). Both are dealt as spans in place order,
+rank after rank, worker within rank, as the plan deals an epoch's run. Trade-off: the change needs the
+loader's whole state (every worker's counts), and a carried epoch is read as a restore's deal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
+
+from ..elastic.deal import Plan, Span, join
+from ..elastic.restore import check_identity, one_epoch
+from .carry import Position, positions_of
+from .restore import worker_left
+from .schedule import Pieces, pieces
+from .scheduled import ScheduledPlan, WorkerSteps
+from .shape import MixtureShape
+
+PENDING = ("epoch", "place", "node", "carry", "rest")  # a change's pending rest: what it keeps
+BY = ("elastic", "carry", "rest", "budget")  # who dealt a restored place: a state saves it as plan["by"]
+
+
+class Restored(NamedTuple):
+    """One place's deal: per-source ``budgets`` and ``plans`` (spans of each pass stream), ``sources``
+    (``{name: [start, moved]}``) and ``carry`` (``{name: spans}``): the epoch's streams, which it moves by
+    ``moved``; ``rest`` (``{"lengths", "step", "world"}`` after a mid-epoch change), ``shares`` (a
+    schedule's running shares for this worker) and ``by`` (one of ``BY``)."""
+
+    budgets: list[int]
+    plans: list[Plan]
+    sources: dict[str, list[int]]
+    carry: dict[str, tuple[Span, ...]] | None = None
+    rest: dict[str, Any] | None = None
+    shares: Pieces | None = None
+    by: str = "elastic"
+
+
+def rest_budgets(
+    shape: MixtureShape, epoch: int, rest: Mapping[str, Any], world: int, workers: int
+) -> tuple[list[list[int]], list[Pieces | None]]:
+    """Per worker index: its budgets for the rest of ``lengths`` samples from global step ``step`` of the
+    epoch, and (scheduled) its running shares; the same on every rank."""
+    lengths = [int(n) for n in rest["lengths"]]
+    if len(lengths) != workers or any(n < 0 for n in lengths):
+        raise ValueError(f"the state's rest has lengths {lengths!r:.80}; one per worker ({workers}), >= 0")
+    if shape.schedules is None:
+        return [shape.rest_budgets(n) for n in lengths], [None] * workers
+    per_batch = shape.per_batch or 1
+    base = shape.plan(world, workers)
+    steps = sum(-(-base.worker_length(w) // per_batch) for w in range(workers))  # the epoch's, all told
+    batches = [-(-n // per_batch) for n in lengths]
+    first = epoch * steps + int(rest["step"])
+    schedules = shape.schedules
+    shares: list[Pieces | None] = [
+        pieces(schedules, length=n, per_batch=per_batch, first_step=first, steps=WorkerSteps(batches, w))
+        if n
+        else None
+        for w, n in enumerate(lengths)
+    ]
+    none = [0] * len(shape.names)
+    return [s.budgets() if s is not None else none for s in shares], shares
+
+
+def place_deal(
+    shape: MixtureShape,
+    epoch: int,
+    streams: Mapping[str, Position],
+    place: tuple[int, int, int, int],
+    rest: Mapping[str, Any] | None = None,
+) -> Restored:
+    """``place``'s deal of an epoch whose sources stand at ``streams`` (carrying): the plan's budgets and
+    ranges; or, with ``rest``, of the rest of an epoch after a change: ``rest_budgets``, in place order."""
+    rank, world, worker, workers = place
+    if rest is None:
+        plan = shape.epoch_plan(world, workers, epoch)
+        budgets = list(plan.budgets(worker))
+        ranges = [plan.worker_range(j, rank, worker) for j in range(len(budgets))]
+        shares = plan.shares[worker] if isinstance(plan, ScheduledPlan) else None
+        moved = plan.per_epoch()
+    else:
+        table, all_shares = rest_budgets(shape, epoch, rest, world, workers)
+        budgets, shares = table[worker], all_shares[worker]
+        per_rank = [sum(column) for column in zip(*table, strict=True)]
+        before = [sum(row[j] for row in table[:worker]) for j in range(len(budgets))]
+        ranges = [(rank * n + b, rank * n + b + m) for n, b, m in zip(per_rank, before, budgets, strict=True)]
+        moved = [world * n for n in per_rank]
+    positions = [streams[name] for name in shape.names]
+    plans = [Plan((), p.spans(begin, end)) for p, (begin, end) in zip(positions, ranges, strict=True)]
+    return Restored(
+        budgets,
+        plans,
+        {n: [p.start, m] for n, p, m in zip(shape.names, positions, moved, strict=True)},
+        carry={n: p.carry for n, p in zip(shape.names, positions, strict=True) if p.carry},
+        rest=dict(rest) if rest is not None else None,
+        shares=shares,
+        by="carry" if rest is None else "rest",
+    )
+
+
+def changed_pending(new: MixtureShape, states: Sequence[Mapping[str, Any]], *, whole: bool) -> dict[str, Any]:
+    """The pending state that continues this rank's ``states`` (saved mid-epoch by the same mixture under
+    other weights) under ``new``'s from the next step; ``whole``: they are a loader's, so a worker without
+    one had not begun. ValueError naming what cannot change mid-epoch."""
+    saved = states[0]
+    weights = saved.get("weights")
+    if not isinstance(weights, Mapping):
+        raise ValueError(
+            "the state does not name the weights it was saved under (an older shardstream saved it); "
+            "change a mixture at an epoch boundary"
+        )
+    if new.budgeted or weights.get("budgeted"):
+        raise ValueError("a Mixture with batch_tokens changes at an epoch boundary only, not in the middle")
+    old = new.with_weights(weights)
+    try:
+        for state in states:
+            check_identity(state, old.identity())
+    except ValueError:
+        raise ValueError(
+            "the state was saved from another mixture than this one under other weights: in the middle "
+            "of an epoch only weights and schedules may change (the sources, their data, epoch_size, "
+            "buffer_size and seed stay); change the rest at an epoch boundary"
+        ) from None
+    placed = [s for s in states if s.get("place")]
+    if not placed:  # a change's rest, saved before it began: the same rest, under these weights
+        epoch = int(saved["epoch"])
+        world, workers = int(saved["rest"]["world"]), len(saved["rest"]["lengths"])
+        table, _ = rest_budgets(new, epoch, saved["rest"], world, workers)
+        moved = [world * sum(column) for column in zip(*table, strict=True)]
+        starts = [int(saved["sources"][name][0]) for name in new.names]
+        sources = {name: [s, m] for name, s, m in zip(new.names, starts, moved, strict=True)}
+        return {**{k: v for k, v in saved.items() if k in PENDING}, "sources": sources}
+    epoch = one_epoch(placed)
+    _, world, _, workers = (int(v) for v in placed[0]["place"])
+    by_worker = {int(s["place"][2]): s for s in placed}
+    if len(by_worker) < workers and not whole:
+        raise ValueError(
+            f"this state is one DataLoader worker's of {workers}: a mixture changed mid-epoch needs every "
+            "worker's counts; load the loader's state (loader.state_dict()) into the mixture"
+        )
+    names = old.names
+    streams = [old.pass_stream(j) for j in range(len(names))]
+    left: dict[str, list[Span]] = {name: [] for name in names}
+    lengths, done = [], 0  # each worker's samples still to read; the steps its batches so far took
+    per_batch = new.per_batch or 1
+    for worker in range(workers):
+        state = by_worker.get(worker)
+        if state is None and saved.get("plan"):
+            raise ValueError(f"no state for worker {worker}: pass the loader's whole state")
+        dealt = _dealt(old, epoch, state, (0, world, worker, workers))
+        if dealt is not None:
+            length = sum(dealt.budgets)
+        else:
+            length = old.epoch_plan(world, workers, epoch).worker_length(worker)
+        remaining = int(state.get("left", length)) if state else length
+        lengths.append(remaining)
+        done += -(-(length - remaining) // per_batch)
+    sources = {str(n): (int(v[0]), int(v[1])) for n, v in saved["sources"].items()}
+    for rank in range(world):
+        for worker in range(workers):
+            place = (rank, world, worker, workers)
+            state = by_worker.get(worker)
+            as_rank = _as_place(old, epoch, state, place) if state else None
+            for name, spans in worker_left(old, streams, as_rank, sources, place, epoch):
+                left[name] += spans
+    at = positions_of(saved, names)
+    ends = {name: at[name].advance(sources[name][1]) for name in names}
+    step = int(saved["rest"]["step"]) if saved.get("rest") else 0
+    rest = {"lengths": lengths, "step": step + done, "world": world}
+    carried = {name: ends[name].then(join(sorted(left[name]))) for name in names}
+    table, _ = rest_budgets(new, epoch, rest, world, workers)
+    moved = [world * sum(column) for column in zip(*table, strict=True)]
+    return {
+        "epoch": epoch,
+        "place": None,
+        "node": None,
+        "sources": {name: [carried[name].start, m] for name, m in zip(names, moved, strict=True)},
+        "carry": {name: [list(s) for s in p.carry] for name, p in carried.items() if p.carry},
+        "rest": rest,
+    }
+
+
+def _dealt(
+    shape: MixtureShape, epoch: int, state: Mapping[str, Any] | None, place: tuple[int, int, int, int]
+) -> Restored | None:
+    """The deal ``state``'s epoch was read under at ``place`` (None: the plan's own runs); ValueError for
+    an elastic restore's, which only its own rank knows."""
+    plan = state.get("plan") if state else None
+    if not plan:
+        return None
+    by = plan.get("by", "elastic") if isinstance(plan, Mapping) else "elastic"
+    if by not in ("carry", "rest"):
+        raise ValueError(
+            f"the state was saved in an epoch dealt by {by!r} (an elastic restore's, or a budget's), which "
+            "the other ranks' deals cannot be found from; change the mixture at an epoch boundary"
+        )
+    return place_deal(shape, epoch, positions_of(state, shape.names), place, state.get("rest"))
+
+
+def _as_place(
+    shape: MixtureShape, epoch: int, state: Mapping[str, Any], place: tuple[int, int, int, int]
+) -> dict[str, Any]:
+    """``state`` as worker ``place[2]`` of rank ``place[0]`` would have saved it at the same step: the same
+    counts; its deal, if it had one, that rank's."""
+    out = {**state, "place": list(place)}
+    dealt = _dealt(shape, epoch, state, place)
+    if dealt is not None:
+        out["plan"] = {"budgets": dealt.budgets, "spans": [[list(s) for s in p.spans] for p in dealt.plans]}
+    return out

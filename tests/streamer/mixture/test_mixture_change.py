@@ -1,0 +1,178 @@
+"""Weights and schedules changed in the middle of an epoch, on real shards through real DataLoaders: the
+change is taken at the next step on every rank alike, steps stay equal, each source's pass is read
+without a repeat or a skip (its unread part carried into the next epoch when the new weights want less),
+and a state saved after the change resumes exactly."""
+
+from __future__ import annotations
+
+import collections
+
+import pytest
+from torchdata.stateful_dataloader import StatefulDataLoader
+
+from streamer.mixture.mixture import Mixture
+from tests.conftest import write_dataset
+
+pytestmark = pytest.mark.filterwarnings("ignore:'set_vital' is deprecated")
+B = 8
+STEPS = 60  # per rank and epoch: 960 samples over 2 ranks in batches of 8
+
+
+@pytest.fixture(scope="module")
+def two(tmp_path_factory):
+    root = tmp_path_factory.mktemp("changed")
+    return {
+        "code": write_dataset(root / "code", [400, 400], prefix="code").parent,
+        "web": write_dataset(root / "web", [500, 500, 500], prefix="web").parent,
+    }
+
+
+def _keys(batch):
+    return [(sample["__source__"], sample["__key__"]) for sample in batch]
+
+
+def _mixture(two, code, web, **options):
+    sources = [
+        {"path": str(two["code"]), "name": "code", "weight": code, "decode": False},
+        {"path": str(two["web"]), "name": "web", "weight": web, "decode": False},
+    ]
+    return Mixture(sources, **{"epoch_size": 960, "batch_size": B, "buffer_size": 64, **options})
+
+
+def _loader(mixture, workers=2):
+    return StatefulDataLoader(mixture, batch_size=B, num_workers=workers, collate_fn=_keys)
+
+
+def _changed_at(two, before, after, step, rank, **options):
+    """Rank ``rank``: ``step`` batches under ``before``, then the rest of the epoch under ``after`` (the
+    loader's state loaded into the changed mixture only, read through a new loader), and the mixture."""
+    loader = _loader(_mixture(two, *before, rank=rank, world_size=2, **options))
+    batches = iter(loader)
+    head = [next(batches) for _ in range(step)]
+    state = loader.state_dict()
+    del batches, loader
+    changed = _mixture(two, *after, rank=rank, world_size=2, **options)
+    changed.load_state_dict(state)
+    return head, list(_loader(changed)), changed
+
+
+def _reads(batches, source):
+    return collections.Counter(key for batch in batches for name, key in batch if name == source)
+
+
+def test_a_schedule_changed_mid_epoch_is_taken_at_the_next_step_on_every_rank_with_each_pass_once(two):
+    """Under the first schedule code is read until step 30, web after. At step 7 the schedule is turned
+    round: steps 7-29 read web only, 30-59 code only, on both ranks. Code's run (480) is read whole and
+    112 more past it; web leaves 112 of its run unread, carried into epoch 1 (web again from step 90)."""
+    before = ({"stages": [[0, 1], [30, 0]]}, {"stages": [[0, 0], [30, 1]]})
+    after = ({"stages": [[0, 0], [30, 1], [90, 0]]}, {"stages": [[0, 1], [30, 0], [90, 1]]})
+    epochs: list[list] = [[], []]
+    unchanged = []  # epoch 0 under the first schedule alone: its runs
+    for rank in range(2):
+        unchanged += list(_loader(_mixture(two, *before, rank=rank, world_size=2)))
+        head, rest, changed = _changed_at(two, before, after, 7, rank)
+        batches = head + rest
+        assert len(batches) == STEPS  # equal steps: the rest is what each worker had left
+        for step, batch in enumerate(batches):
+            want = {"code"} if step < 7 or step >= 30 else {"web"}
+            assert {source for source, _ in batch} == want, (rank, step)
+        epochs[0] += batches
+        changed.set_epoch(1)
+        second = list(_loader(changed))
+        assert len(second) == STEPS
+        epochs[1] += second
+    code0, web0 = _reads(epochs[0], "code"), _reads(epochs[0], "web")
+    assert max(code0.values()) == max(web0.values()) == 1  # nothing twice in the epoch, over both ranks
+    assert sum(code0.values()) == 2 * (7 + 30) * B == 592 and sum(web0.values()) == 2 * 23 * B == 368
+    # Epoch 1 reads web at steps 90-119, 480 samples: its carried 112 (the part of its epoch-0 run the
+    # change left unread) among them, and none twice over both epochs.
+    run = set(_reads(unchanged, "web"))
+    web1 = _reads(epochs[1], "web")
+    assert len(run) == 480 and set(web0) < run and run - set(web0) <= set(web1)
+    assert sum(web1.values()) == 480 and not set(web1) & set(web0) and max(web1.values()) == 1
+    code = _reads(epochs[0] + epochs[1], "code")  # 592 + 480 reads of 800: each once or twice
+    assert set(code.values()) == {1, 2} and len(code) == 800
+
+
+def test_weights_changed_mid_epoch_carry_the_unread_part_and_every_pass_is_whole(two):
+    """1:1 then, from step 10, 1:3. Code's unread 400 of its run: the rest wants 200 of it, the other 200
+    are carried; web's rest wants 600, 200 past its run. Over four epochs every code sample is read once
+    or twice (1,000 reads of 800) and every web sample once or twice (2,840 of 1,500): a skipped sample
+    would be read one time fewer than the others, a repeat one time more."""
+    batches: list = []
+    for rank in range(2):
+        head, rest, changed = _changed_at(two, (1, 1), (1, 3), 10, rank)
+        assert len(head) + len(rest) == STEPS
+        code = sum(1 for batch in rest for source, _ in batch if source == "code")
+        assert code == 200 // 2  # the rest's share: a quarter of 2 x 50 x 8, half on each rank
+        loader = _loader(changed)
+        epochs = [head + rest]
+        for epoch in (1, 2, 3):
+            changed.set_epoch(epoch)
+            epochs.append(list(loader))
+            assert len(epochs[-1]) == STEPS
+        batches += [b for e in epochs for b in e]
+        if rank == 0:  # epoch 1: 120 code samples on each rank, rank 0's all from code's carry of 200
+            assert sum(1 for b in epochs[1] for s, _ in b if s == "code") == 120
+    code, web = _reads(batches, "code"), _reads(batches, "web")
+    assert sum(code.values()) == 80 + 200 + 3 * 240 and len(code) == 800
+    assert sum(web.values()) == 80 + 600 + 3 * 720 and len(web) == 1500
+    assert set(code.values()) == {1, 2} and set(web.values()) == {1, 2}
+
+
+def test_a_state_saved_after_a_change_resumes_exactly_and_changes_again(two):
+    """Inside the rest of a changed epoch, and in the carried epoch after it: a loader's state resumes
+    batch for batch; and the rest can change again mid-way, still with equal steps and nothing twice."""
+    head, rest, changed = _changed_at(two, (1, 1), (1, 3), 10, 0)
+    loader = _loader(changed)
+    batches = iter(loader)
+    part = [next(batches) for _ in range(13)]
+    state = loader.state_dict()
+    resumed = _loader(_mixture(two, 1, 3, rank=0, world_size=2))
+    resumed.load_state_dict(state)
+    assert part + list(resumed) == rest
+    # A second change at step 10 + 13 of the same epoch, from the rest's own state.
+    again = _mixture(two, 3, 1, rank=0, world_size=2)
+    again.load_state_dict(state)
+    tail = list(_loader(again))
+    assert len(head) + len(part) + len(tail) == STEPS
+    seen = _reads(head + part + tail, "code") + _reads(head + part + tail, "web")
+    assert max(seen.values()) == 1
+    code, total = (sum(1 for b in tail for s, _ in b if s == "code"), sum(map(len, tail)))
+    assert abs(code - 3 * total / 4) <= 2
+    # The carried epoch (epoch 1 of the 1:3 mixture) resumes exactly too.
+    changed.set_epoch(1)
+    full = list(_loader(changed))
+    loader = _loader(changed)
+    batches = iter(loader)
+    first = [next(batches) for _ in range(9)]
+    state = loader.state_dict()
+    resumed = _loader(_mixture(two, 1, 3, rank=0, world_size=2))
+    resumed.load_state_dict(state)
+    assert first + list(resumed) == full
+
+
+def test_one_process_changes_mid_epoch_and_what_cannot_change_is_refused(two):
+    mixture = _mixture(two, 1, 1, batch_size=None)
+    stream = iter(mixture)
+    head = [next(stream) for _ in range(100)]
+    state = mixture.state_dict()
+    changed = _mixture(two, 1, 4, batch_size=None)
+    changed.load_state_dict(state)
+    rest = list(changed)
+    assert len(head) + len(rest) == 960
+    assert sum(1 for s in rest if s["__source__"] == "code") == 860 // 5
+    keys = [(s["__source__"], s["__key__"]) for s in head + rest]
+    assert len(keys) == len(set(keys))
+    with pytest.raises(ValueError, match="only weights and schedules may change"):
+        _mixture(two, 1, 4, batch_size=None, epoch_size=800).load_state_dict(state)
+    with pytest.raises(ValueError, match="does not name the weights"):
+        _mixture(two, 1, 4, batch_size=None).load_state_dict(
+            {k: v for k, v in state.items() if k != "weights"}
+        )
+    loader = _loader(_mixture(two, 1, 1))
+    batches = iter(loader)
+    next(batches)
+    worker_state = loader.state_dict()["_snapshot"]["_worker_snapshots"]["worker_0"]["dataset_state"]
+    with pytest.raises(ValueError, match="one DataLoader worker's of 2"):
+        _mixture(two, 1, 4).load_state_dict(worker_state)
