@@ -32,7 +32,7 @@ from .passes import PassStream
 from .plan import MixturePlan
 from .rest import Restored, place_deal
 from .restore import elastic_pending
-from .resume import FINISHED, Place, restore_point, resume_point
+from .resume import FINISHED, Place, restore_point, resume_point, scheduled_after
 from .saving import mixture_state
 from .scheduled import weight_schedules
 from .shape import MixtureShape
@@ -160,6 +160,7 @@ class Mixture(StreamBase):
         self._origins: dict[str, tuple[int, Position]] = {}  # name -> (epoch, where its stream stood then)
         self._ended_epoch: int | None = None  # an epoch a loaded DataLoader state said was over
         self._restored: Restored | None = None  # what the chain reads when an elastic restore dealt it
+        self._scheduled_restore: dict[str, Any] | None = None  # its pending, whose end needs the topology
 
     @classmethod
     def from_yaml(cls, path: str | os.PathLike[str], **overrides: Any) -> Mixture:
@@ -185,9 +186,13 @@ class Mixture(StreamBase):
 
     def positions(self, epoch: int, plan: MixturePlan) -> list[Position]:
         """Where each source's stream stands at this epoch's start: its carry (``carry.py``), its start."""
+        origins = self._origins
+        if self._scheduled_restore is not None and epoch > int(self._scheduled_restore["epoch"]):
+            # after a scheduled elastic restore's epoch, where its deal on this topology left the sources
+            origins = scheduled_after(self.shape, self._scheduled_restore, plan.world, plan.workers)
         out = []
         for j, name in enumerate(self.names):
-            first_epoch, at = self._origins.get(name, (0, Position((), 0)))
+            first_epoch, at = origins.get(name, (0, Position((), 0)))
             out.append(at.advance(self.shape.moved(plan.world, plan.workers, first_epoch, epoch)[j]))
         return out
 
@@ -226,8 +231,9 @@ class Mixture(StreamBase):
         ``rest`` (after a change mid-epoch: ``{"lengths", "step", "world"}``, each worker's samples left
         at the change and its global step); ``weights`` (the shares and schedules the plan was made
         under, which a changed mixture rebuilds it from); and the identity: ``dataset`` (a digest of the
-        sources, shares, epoch and buffer size), ``seed``, ``shuffle``, ``remainder``. Loaded but not yet read, the loaded state comes back
-        (an elastic one with ``elastic``: each source's leftover).
+        sources, shares, epoch and buffer size), ``seed``, ``shuffle``, ``remainder``. Loaded but not yet
+        read, the loaded state comes back (an elastic one with ``elastic``: each source's leftover, and
+        for a schedule ``step``, the global step of the checkpoint).
         """
         return mixture_state(self, loaded=self._pending, chain=self._chain, restored=self._restored)
 
@@ -246,18 +252,16 @@ class Mixture(StreamBase):
         source's samples still once (``restore.py``). Checked here, before any sample is read.
         """
         if isinstance(state, Sequence):
-            if self.shape.schedules is not None:
-                raise ValueError(
-                    "a Mixture with a weight schedule resumes on the same world size and workers only: "
-                    "load this rank's own state (an elastic restore of a scheduled mixture is not supported "
-                    "yet)"
-                )
             if self.budget is not None:
                 raise ValueError(
                     "a Mixture with batch_tokens resumes on the same world size and workers only: load "
                     "this rank's own state (an elastic restore of a budgeted mixture is not supported yet)"
                 )
             self._pending, self._origins = elastic_pending(self.shape, state)
+            scheduled = (
+                self.shape.schedules is not None and bool(self._pending) and "elastic" in self._pending
+            )
+            self._scheduled_restore = self._pending if scheduled else None
             return
         world = self.placement.resolve()[1]
         loaded = restore_point(self.shape, state, world=world, ended_epoch=self._ended_epoch)  # checks it
@@ -278,6 +282,7 @@ class Mixture(StreamBase):
             self._origins = before
             raise
         self._pending, self._ended_epoch = loaded.pending, loaded.ended_epoch
+        self._scheduled_restore = None
 
     # -- iteration -------------------------------------------------------------------------------------
     def _source_names(self) -> Sequence[str]:

@@ -52,7 +52,8 @@ def elastic_pending(shape: MixtureShape, states: Sequence[Any]) -> tuple[dict[st
         if len(pending) != len(workers) or any(p != pending[0] for p in pending):
             raise ValueError("the states mix a pending elastic restore with others: gather them at one step")
         lefts = {name: Plan.from_state(p) for name, p in pending[0].items()}
-        return _pending(epoch, sources, streams_at, lefts), after
+        step = workers[0].get("step")
+        return _pending(epoch, sources, streams_at, lefts, step), after
     placed = [w for w in workers if w.get("place")]
     if not placed:  # no worker had begun the epoch: it begins afresh on the new topology
         at_start = {name: (epoch, streams_at[name]) for name in sources}
@@ -75,7 +76,24 @@ def elastic_pending(shape: MixtureShape, states: Sequence[Any]) -> tuple[dict[st
             except (KeyError, TypeError, ValueError, IndexError) as exc:
                 raise ValueError(f"the state of rank {rank} worker {worker} is damaged: {exc!r}") from exc
     lefts = {name: Plan((), join(spans)) for name, spans in left.items()}
-    return _pending(epoch, sources, streams_at, lefts), after
+    step = _steps_done(shape, by_place, k) if shape.schedules is not None else None
+    return _pending(epoch, sources, streams_at, lefts, step), after
+
+
+def _steps_done(
+    shape: MixtureShape, by_place: Mapping[tuple[int, int], Mapping[str, Any]], workers: int
+) -> int:
+    """The epoch's global step at the checkpoint (a scheduled mixture's rest follows its schedule from
+    there): rank 0's batches handed out, each of its workers' whole and last part batches, plus the step a
+    change's rest began at."""
+    per_batch = shape.per_batch or 1
+    done = 0
+    for worker in range(workers):
+        state = by_place.get((0, worker))
+        node = saved_state_of(MixtureReader, state.get("node")) if state else None
+        done += -(-sum(int(c) for c in node["counts"]) // per_batch) if node else 0
+    rest = next((s.get("rest") for s in by_place.values() if s.get("rest")), None)
+    return done + (int(rest["step"]) if rest else 0)
 
 
 def _sources(workers: Sequence[Mapping[str, Any]], names: Sequence[str]) -> dict[str, tuple[int, int]]:
@@ -97,11 +115,16 @@ def _listed(sources: Mapping[str, tuple[int, int]]) -> dict[str, list[int]]:
 
 
 def _pending(
-    epoch: int, sources: Mapping[str, tuple[int, int]], at: Mapping[str, Position], lefts: dict[str, Plan]
+    epoch: int,
+    sources: Mapping[str, tuple[int, int]],
+    at: Mapping[str, Position],
+    lefts: dict[str, Plan],
+    step: int | None,
 ) -> dict[str, Any]:
     # "place" and "node" as any unplaced state has them: saved before the workers start, it loads again.
     unplaced = {"epoch": epoch, "place": None, "node": None, "sources": _listed(sources)}
-    return {**unplaced, "carry": carry_state(at), "elastic": lefts}
+    scheduled = {"step": step} if step is not None else {}
+    return {**unplaced, "carry": carry_state(at), "elastic": lefts, **scheduled}
 
 
 def worker_left(

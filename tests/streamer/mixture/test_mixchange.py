@@ -19,6 +19,8 @@ from streamer.datasets.options import Placement
 from streamer.mixture.carry import Position, positions_of
 from streamer.mixture.plan import Share
 from streamer.mixture.rest import changed_pending, place_deal
+from streamer.mixture.restore import elastic_pending
+from streamer.mixture.resume import resume_point, scheduled_after
 from streamer.mixture.schedule import Schedule
 from streamer.mixture.shape import MixtureShape
 from streamer.placement.shards import ShardList
@@ -194,3 +196,84 @@ def test_a_schedule_turned_round_mid_epoch_takes_the_new_weights_from_the_next_s
     ends = {n: p.advance(int(pending["sources"][n][1])) for n, p in at.items()}
     for j, name in enumerate(new.names):
         _check_prefix(read[j], ends[name].carry, j)
+
+
+def _loader_state(states):
+    """A StatefulDataLoader's state holding these worker states (its shape is all the restore reads)."""
+    snapshots = {f"worker_{w}": {"dataset_state": s} for w, s in enumerate(states)}
+    return {"_snapshot": {"_worker_snapshots": snapshots}, "_steps_since_snapshot": 0}
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    old=st.tuples(st.integers(1, 3), st.integers(1, 3)),
+    new=st.tuples(st.integers(1, 3), st.integers(1, 3)),
+    turn=st.integers(1, 40),
+    per_batch=st.sampled_from([1, 4, 8]),
+    fraction=st.sampled_from([0.3, 1.0]),
+    seed=st.integers(0, 10**6),
+)
+def test_a_scheduled_elastic_restore_keeps_the_schedule_and_reads_every_stream_as_a_prefix(
+    old, new, turn, per_batch, fraction, seed
+):
+    """A stage switch at ``turn``; a checkpoint on ``old`` (world, workers), every rank's states gathered,
+    restored on ``new``: every new rank the same quota, each worker's rest in the schedule's shares from
+    the checkpoint's step, and every source's reads plus its carry a prefix of its stream, each position
+    once, after the restored epoch and the next."""
+    rng = random.Random(seed)
+    sizes = [[50, 70], [90]]
+    schedules = (Schedule.of({"stages": [[0, 1], [turn, 0]]}), Schedule.of({"stages": [[0, 0], [turn, 1]]}))
+    options = {"epoch_size": 240, "buffer": 8, "seed": seed, "per_batch": per_batch, "schedules": schedules}
+    world, workers = old
+    shape = _shape(sizes, [1, 1], world=world, **options)
+    plan = shape.epoch_plan(world, workers, 0)
+    stops = [
+        int(plan.worker_length(w) * fraction * rng.random()) // per_batch * per_batch for w in range(workers)
+    ]
+    counts = [counts_after(plan.budgets(w), stops[w]) for w in range(workers)]
+    read = [Counter() for _ in shape.names]
+    ranks = []
+    for rank in range(world):
+        states = []
+        for w in range(workers):
+            budgets = plan.budgets(w)
+            for j in range(len(sizes)):
+                run = plan.worker_range(j, rank, w)
+                window = max(1, shape.window(budgets[j], sum(budgets)))
+                read[j].update(handed(shape.pass_stream(j), run, window, counts[w][j]))
+            states.append(
+                {
+                    "epoch": 0,
+                    "place": [rank, world, w, workers],
+                    "node": {"counts": counts[w]},
+                    "left": plan.worker_length(w) - stops[w],
+                    "sources": {n: [0, m] for n, m in zip(shape.names, plan.per_epoch(), strict=True)},
+                    **shape.identity(),
+                }
+            )
+        ranks.append(_loader_state(states))
+    pending, _ = elastic_pending(shape, ranks)
+    steps_done = sum(-(-s // per_batch) for s in stops)
+    assert pending["step"] == steps_done
+    world, workers = new
+    totals = Counter()
+    for rank, w in itertools.product(range(world), range(workers)):
+        _, _, deal = resume_point(shape, pending, (rank, world, w, workers), 0)
+        totals[rank] += sum(deal.budgets)
+        for j, positions in enumerate(_read_deal(deal)):
+            read[j].update(positions)
+        if deal.shares is not None:  # the schedule from the checkpoint's step on
+            batches = [-(-n // per_batch) for n in deal.rest["lengths"]]
+            for k, start in enumerate(deal.shares.starts):
+                step = steps_done + step_of(batches, w, start // per_batch)
+                assert deal.shares.rate[0][k] == (1 if step < turn else 0), (w, k, step)
+    assert len(set(totals.values())) == 1
+    at = {n: p for n, (_, p) in scheduled_after(shape, pending, world, workers).items()}
+    for j, name in enumerate(shape.names):
+        _check_prefix(read[j], at[name].carry, j)
+    for rank, w in itertools.product(range(world), range(workers)):
+        for j, positions in enumerate(_read_deal(place_deal(shape, 1, at, (rank, world, w, workers)))):
+            read[j].update(positions)
+    moved = shape.epoch_plan(world, workers, 1).per_epoch()
+    for j, name in enumerate(shape.names):
+        _check_prefix(read[j], at[name].advance(moved[j]).carry, j)

@@ -176,3 +176,36 @@ def test_one_process_changes_mid_epoch_and_what_cannot_change_is_refused(two):
     worker_state = loader.state_dict()["_snapshot"]["_worker_snapshots"]["worker_0"]["dataset_state"]
     with pytest.raises(ValueError, match="one DataLoader worker's of 2"):
         _mixture(two, 1, 4).load_state_dict(worker_state)
+
+
+def test_a_scheduled_mixture_restores_on_another_topology_and_keeps_its_schedule(two):
+    """Checkpoint at step 7 of 2 ranks x 2 workers (code until step 30, web after), restored on 3 ranks x 1
+    worker: equal steps, the stage still switches at step 30, nothing read twice; what the schedule left
+    of web's epoch run is carried into epoch 1 (all web on 3 ranks) and read there."""
+    before = ({"stages": [[0, 1], [30, 0]]}, {"stages": [[0, 0], [30, 1]]})
+    states, head, unchanged = [], [], []
+    for rank in range(2):
+        loader = _loader(_mixture(two, *before, rank=rank, world_size=2))
+        batches = iter(loader)
+        head += [next(batches) for _ in range(7)]
+        states.append(loader.state_dict())
+        unchanged += list(_loader(_mixture(two, *before, rank=rank, world_size=2)))
+    rests, nexts = [], []
+    for rank in range(3):
+        mixture = _mixture(two, *before, rank=rank, world_size=3)
+        mixture.load_state_dict(states)
+        rests.append(list(_loader(mixture, workers=1)))
+        mixture.set_epoch(1)
+        nexts.append(list(_loader(mixture, workers=1)))
+    # 848 samples left: 282 a rank (the 2 over carried on), 36 batches each, steps 7-42.
+    assert [len(rest) for rest in rests] == [36] * 3 and [len(n) for n in nexts] == [40] * 3
+    for rest in rests:
+        for t, batch in enumerate(rest):
+            assert {source for source, _ in batch} == ({"code"} if 7 + t < 30 else {"web"}), t
+    epoch0 = head + [b for rest in rests for b in rest]
+    epoch1 = [b for n in nexts for b in n]
+    assert all(source == "web" for batch in epoch1 for source, _ in batch)
+    code, web = _reads(epoch0, "code"), _reads(epoch0 + epoch1, "web")
+    assert max(code.values()) == 1 and sum(code.values()) == 112 + 3 * 184
+    assert max(web.values()) == 1 and sum(web.values()) == 3 * 98 + 960
+    assert set(_reads(unchanged, "web")) <= set(web)  # web's whole epoch-0 run: none of it skipped
