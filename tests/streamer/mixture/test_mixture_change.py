@@ -209,3 +209,18 @@ def test_a_scheduled_mixture_restores_on_another_topology_and_keeps_its_schedule
     assert max(code.values()) == 1 and sum(code.values()) == 112 + 3 * 184
     assert max(web.values()) == 1 and sum(web.values()) == 3 * 98 + 960
     assert set(_reads(unchanged, "web")) <= set(web)  # web's whole epoch-0 run: none of it skipped
+
+
+def test_an_elastic_restore_refuses_every_ranks_states_saved_under_another_schedule(two):
+    """The gathered states' runs come from the plan they were saved under: under another schedule (the
+    same amounts, another order) their leftover would be found in the wrong runs, so they are refused."""
+    before = ({"stages": [[0, 1], [30, 0]]}, {"stages": [[0, 0], [30, 1]]})
+    after = (before[1], before[0])
+    states = []
+    for rank in range(2):
+        loader = _loader(_mixture(two, *before, rank=rank, world_size=2))
+        batches = iter(loader)
+        next(batches)
+        states.append(loader.state_dict())
+    with pytest.raises(ValueError, match="another dataset"):
+        _mixture(two, *after, rank=0, world_size=2).load_state_dict(states)
