@@ -170,6 +170,9 @@ def test_one_process_changes_mid_epoch_and_what_cannot_change_is_refused(two):
         _mixture(two, 1, 4, batch_size=None).load_state_dict(
             {k: v for k, v in state.items() if k != "weights"}
         )
+    for carry, named in (({"code": [[5, 3]]}, r"carry\['code'\]"), ({"gone": [[0, 3]]}, "carry=")):
+        with pytest.raises(ValueError, match=named):  # a damaged carry, refused before any sample is read
+            _mixture(two, 1, 1, batch_size=None).load_state_dict({**state, "carry": carry})
     loader = _loader(_mixture(two, 1, 1))
     batches = iter(loader)
     next(batches)
