@@ -46,7 +46,7 @@ def build_chain(
         mix.error_handling, counters=counters, counted=True, locate=SampleOffsets(openers, mix.bases)
     )
     runs = [
-        source_run(mix, j, start, plan, place, restored) for j, start in enumerate(mix.starts(epoch, plan))
+        source_run(mix, j, at.start, plan, place, restored) for j, at in enumerate(mix.positions(epoch, plan))
     ]
     sizes = [mix.window(budget, sum(budgets)) for budget in budgets]
     defer = mix.reading.defer_reads if reads else False

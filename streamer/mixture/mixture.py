@@ -196,10 +196,6 @@ class Mixture(StreamBase):
             out.append(at.advance(self.shape.moved(plan.world, plan.workers, first_epoch, epoch)[j]))
         return out
 
-    def starts(self, epoch: int, plan: MixturePlan) -> list[int]:
-        """Where each source's run of this epoch begins in its pass stream (after any carry)."""
-        return [at.start for at in self.positions(epoch, plan)]
-
     # -- counts ----------------------------------------------------------------------------------------
     def __len__(self) -> int:
         """Samples this rank yields per epoch: the same on every rank, whatever the worker count."""
@@ -265,12 +261,6 @@ class Mixture(StreamBase):
             return
         world = self.placement.resolve()[1]
         loaded = restore_point(self.shape, state, world=world, ended_epoch=self._ended_epoch)  # checks it
-        if self.budget is not None and any(at.carry for _, at in loaded.origins.values()):
-            raise ValueError(
-                "the state carries unread samples of a source into the next epoch (a mixture changed in "
-                "the middle of an epoch); a Mixture with batch_tokens cannot read a carry: finish that "
-                "epoch without batch_tokens first"
-            )
         before = self._origins
         self._origins = loaded.origins  # where the saved chain's runs start
         try:  # the chain its place and epoch build checks the state of the saved one (each node its own keys)

@@ -111,7 +111,49 @@ def changed_pending(new: MixtureShape, states: Sequence[Mapping[str, Any]], *, w
     other weights) under ``new``'s from the next step; ``whole``: they are a loader's, so a worker without
     one had not begun. ValueError naming what cannot change mid-epoch."""
     saved = states[0]
-    weights = saved.get("weights")
+    old = _old_shape(new, states)
+    placed = [s for s in states if s.get("place")]
+    if not placed:  # a change's rest, saved before it began: the same rest, under these weights
+        return _moved(new, {k: v for k, v in saved.items() if k in PENDING}, saved["rest"])
+    epoch = one_epoch(placed)
+    _, world, _, workers = (int(v) for v in placed[0]["place"])
+    by_worker = {int(s["place"][2]): s for s in placed}
+    if len(by_worker) < workers and not whole:
+        raise ValueError(
+            f"this state is one DataLoader worker's of {workers}: a mixture changed mid-epoch needs every "
+            "worker's counts; load the loader's state (loader.state_dict()) into the mixture"
+        )
+    if len(by_worker) < workers and saved.get("plan"):
+        raise ValueError(f"no state for {workers - len(by_worker)} of {workers} workers: pass the loader's")
+    lengths, done = [], 0  # each worker's samples still to read; the steps its batches so far took
+    for worker in range(workers):
+        state = by_worker.get(worker)
+        dealt = _dealt(old, epoch, state, (0, world, worker, workers))
+        if dealt is not None:
+            length = sum(dealt.budgets)
+        else:
+            length = old.epoch_plan(world, workers, epoch).worker_length(worker)
+        remaining = int(state.get("left", length)) if state else length
+        lengths.append(remaining)
+        done += -(-(length - remaining) // (new.per_batch or 1))
+    sources = {str(n): (int(v[0]), int(v[1])) for n, v in saved["sources"].items()}
+    left = _unread(old, epoch, by_worker, sources, world)
+    at = positions_of(saved, old.names)
+    step = int(saved["rest"]["step"]) if saved.get("rest") else 0
+    carried = {n: at[n].advance(sources[n][1]).then(join(sorted(left[n]))) for n in old.names}
+    pending = {
+        "epoch": epoch,
+        "place": None,
+        "node": None,
+        "sources": {n: [p.start, 0] for n, p in carried.items()},
+    }
+    pending["carry"] = {name: [list(s) for s in p.carry] for name, p in carried.items() if p.carry}
+    return _moved(new, pending, {"lengths": lengths, "step": step + done, "world": world})
+
+
+def _old_shape(new: MixtureShape, states: Sequence[Mapping[str, Any]]) -> MixtureShape:
+    """The shape ``states`` were saved under: ``new`` with the weights they name, checked against them."""
+    weights = states[0].get("weights")
     if not isinstance(weights, Mapping):
         raise ValueError(
             "the state does not name the weights it was saved under (an older shardstream saved it); "
@@ -129,41 +171,29 @@ def changed_pending(new: MixtureShape, states: Sequence[Mapping[str, Any]], *, w
             "of an epoch only weights and schedules may change (the sources, their data, epoch_size, "
             "buffer_size and seed stay); change the rest at an epoch boundary"
         ) from None
-    placed = [s for s in states if s.get("place")]
-    if not placed:  # a change's rest, saved before it began: the same rest, under these weights
-        epoch = int(saved["epoch"])
-        world, workers = int(saved["rest"]["world"]), len(saved["rest"]["lengths"])
-        table, _ = rest_budgets(new, epoch, saved["rest"], world, workers)
-        moved = [world * sum(column) for column in zip(*table, strict=True)]
-        starts = [int(saved["sources"][name][0]) for name in new.names]
-        sources = {name: [s, m] for name, s, m in zip(new.names, starts, moved, strict=True)}
-        return {**{k: v for k, v in saved.items() if k in PENDING}, "sources": sources}
-    epoch = one_epoch(placed)
-    _, world, _, workers = (int(v) for v in placed[0]["place"])
-    by_worker = {int(s["place"][2]): s for s in placed}
-    if len(by_worker) < workers and not whole:
-        raise ValueError(
-            f"this state is one DataLoader worker's of {workers}: a mixture changed mid-epoch needs every "
-            "worker's counts; load the loader's state (loader.state_dict()) into the mixture"
-        )
-    names = old.names
-    streams = [old.pass_stream(j) for j in range(len(names))]
-    left: dict[str, list[Span]] = {name: [] for name in names}
-    lengths, done = [], 0  # each worker's samples still to read; the steps its batches so far took
-    per_batch = new.per_batch or 1
-    for worker in range(workers):
-        state = by_worker.get(worker)
-        if state is None and saved.get("plan"):
-            raise ValueError(f"no state for worker {worker}: pass the loader's whole state")
-        dealt = _dealt(old, epoch, state, (0, world, worker, workers))
-        if dealt is not None:
-            length = sum(dealt.budgets)
-        else:
-            length = old.epoch_plan(world, workers, epoch).worker_length(worker)
-        remaining = int(state.get("left", length)) if state else length
-        lengths.append(remaining)
-        done += -(-(length - remaining) // per_batch)
-    sources = {str(n): (int(v[0]), int(v[1])) for n, v in saved["sources"].items()}
+    return old
+
+
+def _moved(new: MixtureShape, pending: dict[str, Any], rest: Mapping[str, Any]) -> dict[str, Any]:
+    """``pending`` with its ``rest`` and each source's ``moved``: what the rest reads of it, all ranks."""
+    world, workers = int(rest["world"]), len(rest["lengths"])
+    table, _ = rest_budgets(new, int(pending["epoch"]), rest, world, workers)
+    moved = [world * sum(column) for column in zip(*table, strict=True)]
+    sources = {n: [int(pending["sources"][n][0]), m] for n, m in zip(new.names, moved, strict=True)}
+    return {**pending, "sources": sources, "rest": dict(rest)}
+
+
+def _unread(
+    old: MixtureShape,
+    epoch: int,
+    by_worker: Mapping[int, Mapping[str, Any]],
+    sources: Mapping[str, tuple[int, int]],
+    world: int,
+) -> dict[str, list[Span]]:
+    """Every source's unread spans over all ranks: worker i of each rank stands where this rank's does."""
+    workers = int(next(iter(by_worker.values()))["place"][3])
+    streams = [old.pass_stream(j) for j in range(len(old.names))]
+    left: dict[str, list[Span]] = {name: [] for name in old.names}
     for rank in range(world):
         for worker in range(workers):
             place = (rank, world, worker, workers)
@@ -171,21 +201,7 @@ def changed_pending(new: MixtureShape, states: Sequence[Mapping[str, Any]], *, w
             as_rank = _as_place(old, epoch, state, place) if state else None
             for name, spans in worker_left(old, streams, as_rank, sources, place, epoch):
                 left[name] += spans
-    at = positions_of(saved, names)
-    ends = {name: at[name].advance(sources[name][1]) for name in names}
-    step = int(saved["rest"]["step"]) if saved.get("rest") else 0
-    rest = {"lengths": lengths, "step": step + done, "world": world}
-    carried = {name: ends[name].then(join(sorted(left[name]))) for name in names}
-    table, _ = rest_budgets(new, epoch, rest, world, workers)
-    moved = [world * sum(column) for column in zip(*table, strict=True)]
-    return {
-        "epoch": epoch,
-        "place": None,
-        "node": None,
-        "sources": {name: [carried[name].start, m] for name, m in zip(names, moved, strict=True)},
-        "carry": {name: [list(s) for s in p.carry] for name, p in carried.items() if p.carry},
-        "rest": rest,
-    }
+    return left
 
 
 def _dealt(

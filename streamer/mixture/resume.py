@@ -71,13 +71,24 @@ def restore_point(
         if over is None:  # changed mid-epoch: the rest under the new weights, from every worker's counts
             rank_states(state, 0)  # refuses snapshots older than the loader's last step
             return _changed(shape, states, whole=True)
-        return Loaded(pending=None, origins=origins, ended_epoch=ended)
+        return Loaded(pending=None, origins=_no_carry_with_budgets(shape, origins), ended_epoch=ended)
     state = saved_mixture(shape, state)
     origins, over = _origins(shape, state, world=world, ended=False, ended_epoch=ended_epoch)
     if over is None:
         return _changed(shape, [state], whole=False)
     pending = {**state, "node": FINISHED} if over else dict(state)
-    return Loaded(pending=pending, origins=origins, ended_epoch=ended_epoch)
+    return Loaded(pending=pending, origins=_no_carry_with_budgets(shape, origins), ended_epoch=ended_epoch)
+
+
+def _no_carry_with_budgets(shape: MixtureShape, origins: Origins) -> Origins:
+    """``origins``; ValueError if a budgeted mixture would have to read a carry (its deal is by cost)."""
+    if shape.budgeted and any(at.carry for _, at in origins.values()):
+        raise ValueError(
+            "the state carries unread samples of a source into the next epoch (a mixture changed in "
+            "the middle of an epoch); a Mixture with batch_tokens cannot read a carry: finish that "
+            "epoch without batch_tokens first"
+        )
+    return origins
 
 
 def _changed(shape: MixtureShape, states: list[dict[str, Any]], *, whole: bool) -> Loaded:

@@ -136,3 +136,26 @@ def test_a_mixture_file_takes_the_budget_options(sources, tmp_path):
     from_file = Mixture.from_yaml(tmp_path / "mix.yaml")
     direct = Mixture(specs, batch_tokens=BUDGET, batching="pad", weight_by="tokens", seed=1)
     assert _keys(from_file) == _keys(direct)
+
+
+def test_a_budgeted_mixture_refuses_a_carry_a_change_mid_epoch_left(sources):
+    """Weights changed mid-epoch without a budget leave part of "long" unread, carried into the next
+    epoch; a budgeted mixture deals its epochs by cost and cannot read a carry, so it says so."""
+    specs, _ = sources
+    plain = Mixture(specs, seed=5)
+    stream = iter(plain)
+    for _ in range(10):
+        next(stream)
+    state = plain.state_dict()
+    heavier = [{**spec, "weight": 0.9 if spec["name"] == "short" else 0.1} for spec in specs]
+    changed = Mixture(heavier, seed=5)
+    changed.load_state_dict(state)
+    for _ in changed:
+        pass
+    end = changed.state_dict()
+    following = Mixture(heavier, seed=5)
+    following.load_state_dict(end)
+    carried = [at for at in following.positions(1, following.shape.epoch_plan(1, 1, 1)) if at.carry]
+    assert len(carried) == 1 and carried[0].carried > 0  # the part of long's run the change left unread
+    with pytest.raises(ValueError, match="cannot read a carry"):
+        Mixture(heavier, seed=5, batch_tokens=BUDGET).load_state_dict(end)

@@ -105,7 +105,7 @@ def test_the_second_epoch_carries_the_step_count_on(two):
         assert len(code_keys) == len(set(code_keys)) == (480 if epoch == 0 else 80)
     # code's pass stream moved by what epoch 0 read on both ranks (2 x 480), not by a constant amount
     plan = mixture.shape.epoch_plan(2, 2, 1)
-    assert mixture.starts(1, plan) == [960, 0] and plan.per_epoch() == [160, 800]
+    assert [at.start for at in mixture.positions(1, plan)] == [960, 0] and plan.per_epoch() == [160, 800]
 
 
 def test_a_schedule_from_yaml_and_the_options_it_refuses(two, tmp_path):
