@@ -14,6 +14,7 @@ from ..chain.deferred import Fetch
 from ..chain.mapper import Mapper
 from ..chain.node import Node
 from ..chain.recovery import Recovery
+from ..chain.skips import skipping
 from ..chain.standins import StandIns
 from ..decode.make import for_epoch
 from .budget import budget_deal
@@ -65,9 +66,13 @@ def build_chain(
         decoders = for_epoch(SourceDecoders(mix.names, mix.decoders), mix.placement.seed, epoch)
         node = Mapper(node, decoders, recovery)
     if slot is not None:  # batches, exactly the target's: the count holds without stand-ins
-        return BudgetBatches(node, slot, mix.budget.options, mix.budget.costs, counters)
-    if recovery.owes:
+        node = BudgetBatches(node, slot, mix.budget.options, mix.budget.costs, counters)
+    elif recovery.owes:
         node = StandIns(node, recovery)
+    # Skips leave an epoch dealt after a change or an elastic restore alone: it is read whole.
+    if mix.skips and (restored is None or restored.by in ("carry", "budget")):
+        target = slot.target if slot is not None else None  # a budget's batches, else samples
+        node = skipping(node, mix.skips, place, epoch, plan.rank_length, mix.batch_size, target, counters)
     return node
 
 

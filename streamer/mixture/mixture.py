@@ -20,6 +20,7 @@ from shardstream.io.openers import OpenOptions
 
 from ..budget.setup import budget_options_of
 from ..chain.node import Node
+from ..chain.skips import check_skipping
 from ..datasets.base import StreamBase
 from ..datasets.options import Errors, Placement, Reading, default_prefetch
 from ..datasets.saved import check_chain_state
@@ -65,6 +66,8 @@ class Mixture(StreamBase):
     ``batch_size``: the DataLoader's; needed when a source's ``weight`` is a schedule (``{"stages":
     [[step, weight], ...]}`` or ``{"ramp": ...}``): the weights then change at global steps, every
     worker's prefix within one sample of the schedule's running share (``schedule.py``).
+    ``skip_steps``: ShardDataset's (global steps whose batches every rank leaves out; needs
+    ``batch_size``, or ``batch_tokens``); an epoch dealt after a change or an elastic restore is read whole.
 
     ``monitor`` is ShardDataset's (statistics, the watchdog: ``ds.stats()``).
 
@@ -104,6 +107,7 @@ class Mixture(StreamBase):
         overlong: str = "skip",
         weight_by: str = "samples",
         batch_size: int | None = None,
+        skip_steps: Any = None,
         monitor: MonitorOptions | bool | None = None,
     ) -> None:
         super().__init__()
@@ -133,6 +137,7 @@ class Mixture(StreamBase):
             budgeted=self.budget is not None,
             weight_by=weight_by,
         )
+        self.skips, self.batch_size = check_skipping(skip_steps, batch_size, self.shard_lists[0], self.budget)
         self.names = [share.name for share in self.shares]
         self.decoders = [source_decoder(s) for s in self.sources]
         if prefetch is None:

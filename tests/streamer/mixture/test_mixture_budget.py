@@ -159,3 +159,16 @@ def test_a_budgeted_mixture_refuses_a_carry_a_change_mid_epoch_left(sources):
     assert len(carried) == 1 and carried[0].carried > 0  # the part of long's run the change left unread
     with pytest.raises(ValueError, match="cannot read a carry"):
         Mixture(heavier, seed=5, batch_tokens=BUDGET).load_state_dict(end)
+
+
+def test_a_budgeted_mixture_leaves_the_skipped_batches_out(sources):
+    specs, _ = sources
+    plain = [[s["__key__"] for s in b] for b in Mixture(specs, batch_tokens=BUDGET, seed=3)]
+    mixture = Mixture(specs, batch_tokens=BUDGET, seed=3, skip_steps=[(0, 2), (7, 9)])
+    got = [[s["__key__"] for s in b] for b in mixture]
+    assert got == _minus_steps(plain, [(0, 2), (7, 9)])
+    assert mixture.errors["samples_skipped_steps"] == sum(len(plain[i]) for i in (0, 1, 7, 8))
+
+
+def _minus_steps(full, skips):
+    return [batch for step, batch in enumerate(full) if not any(a <= step < b for a, b in skips)]

@@ -7,6 +7,7 @@ import collections
 import textwrap
 
 import pytest
+from torch.utils.data import DataLoader
 from torchdata.stateful_dataloader import StatefulDataLoader
 
 from streamer.chain.skips import step_of
@@ -140,3 +141,41 @@ def test_a_schedule_from_yaml_and_the_options_it_refuses(two, tmp_path):
         list(_mixture(two, {"stages": [[0, 1], [5, 0]]}, {"stages": [[0, 1], [5, 0]]}))
     with pytest.raises(ValueError, match="neither a ShardDataset state nor"):
         _mixture(two, {"stages": [[0, 1]]}, 1).load_state_dict([{}])
+
+
+SKIPS = [(5, 9), (28, 32)]
+
+
+def _minus(full, skips):
+    return [batch for step, batch in enumerate(full) if not any(a <= step < b for a, b in skips)]
+
+
+def test_a_scheduled_mixture_leaves_the_skipped_steps_out_on_every_rank(two):
+    """Stages switch at step 30; steps 5-8 and 28-31 are left out: every rank 52 of its 60 batches, the
+    others exactly the unskipped run's (a gap may swap two batches round it, as the workers finish)."""
+    code, web = {"stages": [[0, 1], [30, 0]]}, {"stages": [[0, 0], [30, 1]]}
+    for rank in range(2):
+        full = list(
+            DataLoader(_mixture(two, code, web, rank=rank, world_size=2), B, num_workers=2, collate_fn=_keys)
+        )
+        mixture = _mixture(two, code, web, rank=rank, world_size=2, skip_steps=SKIPS)
+        got = list(DataLoader(mixture, B, num_workers=2, collate_fn=_keys))
+        assert len(got) == 52 and sorted(got) == sorted(_minus(full, SKIPS))
+        assert mixture.errors["samples_skipped_steps"] == 8 * B
+    with pytest.raises(ValueError, match="skip_steps needs batch_size"):
+        _mixture(two, 1, 1, batch_size=None, skip_steps=SKIPS)
+
+
+def test_a_resumed_mixture_with_skips_yields_what_the_uninterrupted_one_did(two):
+    def loader():
+        mixture = _mixture(two, 1, 3, rank=1, world_size=2, skip_steps=SKIPS)
+        return StatefulDataLoader(mixture, batch_size=B, num_workers=2, collate_fn=_keys)
+
+    whole = list(loader())
+    first = loader()
+    batches = iter(first)
+    head = [next(batches) for _ in range(7)]
+    state = first.state_dict()
+    second = loader()
+    second.load_state_dict(state)
+    assert head + list(second) == whole
