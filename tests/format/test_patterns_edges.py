@@ -61,6 +61,8 @@ def test_zero_padding_comes_from_either_end_and_only_from_a_leading_zero():
     assert list(BracePattern("s{9..11}")) == ["s9", "s10", "s11"]  # two digits, no leading zero: none
     assert list(BracePattern("s{0..2}")) == ["s0", "s1", "s2"]  # a lone 0 is not padding
     assert BracePattern("s{0..10}")[0] == "s0" and BracePattern("s{0..10}")[10] == "s10"
+    assert list(BracePattern("s{1..05}")) == ["s01", "s02", "s03", "s04", "s05"]  # a two-digit upper end
+    assert BracePattern("s{10..0}")[1] == "s9"  # counting down to a lone 0: no padding either
 
 
 def test_a_brace_without_a_range_or_list_stays_literal_as_in_bash():
