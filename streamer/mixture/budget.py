@@ -220,7 +220,7 @@ def budget_deal(mixture: Any, place: tuple[int, int, int, int], epoch: int) -> t
         raise ValueError("a Mixture with batch_tokens cannot read a source's carry (Mixture.load_state_dict)")
     starts = [p.start for p in at]
     runs = [(start, start + n) for start, n in zip(starts, plan.per_epoch(), strict=True)]
-    streams = [mixture.pass_stream(j) for j in range(len(mixture.names))]
+    streams = [mixture.shape.pass_stream(j) for j in range(len(mixture.names))]
     budgets, plans, slot = mixture.budget.deal(
         streams, runs, slot=rank * workers + worker, slots=world * workers
     )

@@ -49,7 +49,7 @@ def build_chain(
     runs = [
         source_run(mix, j, at.start, plan, place, restored) for j, at in enumerate(mix.positions(epoch, plan))
     ]
-    sizes = [mix.window(budget, sum(budgets)) for budget in budgets]
+    sizes = [mix.shape.window(budget, sum(budgets)) for budget in budgets]
     defer = mix.reading.defer_reads if reads else False
     windows = worker_windows(mix.names, openers, runs, sizes, recovery, defer)
     if restored is not None:  # a schedule's running shares come with a carried or changed epoch's deal
@@ -81,7 +81,7 @@ def source_run(
 ) -> tuple[PassStream | PlanStream, int, int]:
     """Source ``j``'s stream for this worker and its run of it: the plan's range of the pass stream from
     ``start``, or an elastic restore's spans."""
-    stream: PassStream | PlanStream = mix.pass_stream(j)
+    stream: PassStream | PlanStream = mix.shape.pass_stream(j)
     if restored is not None:
         stream = PlanStream(stream, restored.plans[j].spans)
         return stream, 0, stream.size

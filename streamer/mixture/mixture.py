@@ -29,11 +29,10 @@ from .budget import MixtureBudget, budget_deal, check_budgeted, mixture_steps, t
 from .carry import Position
 from .chain import build_chain
 from .config import load_mixture
-from .passes import PassStream
 from .plan import MixturePlan
-from .rest import Restored, place_deal
+from .rest import Restored, place_deal, scheduled_after
 from .restore import elastic_pending
-from .resume import FINISHED, Place, restore_point, resume_point, scheduled_after
+from .resume import FINISHED, Place, restore_point, resume_point
 from .saving import mixture_state
 from .scheduled import weight_schedules
 from .shape import MixtureShape
@@ -180,14 +179,6 @@ class Mixture(StreamBase):
     def plan(self, world: int, workers: int) -> MixturePlan:
         """The epoch's plan for this topology, made once: state_dict asks for it at every batch."""
         return self.shape.plan(world, workers)
-
-    def window(self, budget: int, length: int) -> int:
-        """A source's window in a worker's stream: its share of the shuffle buffer (1 without shuffling)."""
-        return self.shape.window(budget, length)
-
-    def pass_stream(self, j: int) -> PassStream:
-        """Source ``j``'s pass stream: pass after pass over its shards."""
-        return self.shape.pass_stream(j)
 
     def positions(self, epoch: int, plan: MixturePlan) -> list[Position]:
         """Where each source's stream stands at this epoch's start: its carry (``carry.py``), its start."""

@@ -19,8 +19,9 @@ from typing import Any, NamedTuple
 
 from ..elastic.deal import Plan, Span, join
 from ..elastic.restore import check_identity, one_epoch
+from ..placement.segments import rank_quota, worker_slice
 from .carry import Position, positions_of
-from .restore import worker_left
+from .restore import Origins, worker_left
 from .schedule import Pieces, pieces
 from .scheduled import ScheduledPlan, WorkerSteps
 from .shape import MixtureShape
@@ -202,6 +203,45 @@ def _unread(
             for name, spans in worker_left(old, streams, as_rank, sources, place, epoch):
                 left[name] += spans
     return left
+
+
+def scheduled_deal(
+    shape: MixtureShape, pending: Mapping[str, Any], place: tuple[int, int, int, int]
+) -> Restored:
+    """A scheduled mixture's elastic restore: every old rank's leftover read as the rest of the epoch after
+    a change, its budgets from the schedule from the checkpoint's step on; each rank its
+    equal quota of the leftover, each source its unread part first, what the schedule wants less of
+    carried into the next epoch."""
+    streams, rest = _scheduled_rest(shape, pending, place[1], place[3])
+    return place_deal(shape, int(pending["epoch"]), streams, place, rest)
+
+
+def scheduled_after(shape: MixtureShape, pending: Mapping[str, Any], world: int, workers: int) -> Origins:
+    """Where every source stands after a scheduled elastic restore's epoch read on ``world`` x
+    ``workers``: what the schedule read of its stream moved it, the rest of its leftover carried."""
+    streams, rest = _scheduled_rest(shape, pending, world, workers)
+    table, _ = rest_budgets(shape, int(pending["epoch"]), rest, world, workers)
+    moved = [world * sum(column) for column in zip(*table, strict=True)]
+    epoch = int(pending["epoch"]) + 1
+    return {name: (epoch, streams[name].advance(m)) for name, m in zip(shape.names, moved, strict=True)}
+
+
+def _scheduled_rest(
+    shape: MixtureShape, pending: Mapping[str, Any], world: int, workers: int
+) -> tuple[dict[str, Position], dict[str, Any]]:
+    """Each source's stream for the rest (its leftover, then on from where its epoch run ended) and the
+    rest's lengths, step and world."""
+    lefts = {name: _as_plan(pending["elastic"][name]) for name in shape.names}
+    quota = rank_quota(sum(len(left) for left in lefts.values()), world, shape.placement.remainder)
+    lengths = [worker_slice(quota, w, workers)[1] for w in range(workers)]
+    rest = {"lengths": lengths, "step": int(pending.get("step") or 0), "world": world}
+    at = positions_of(pending, shape.names)
+    moved = {name: int(value[1]) for name, value in pending["sources"].items()}
+    return {name: at[name].advance(moved[name]).then(lefts[name].spans) for name in shape.names}, rest
+
+
+def _as_plan(value: Plan | Mapping[str, Any]) -> Plan:
+    return value if isinstance(value, Plan) else Plan.from_state(value)  # type: ignore[arg-type]
 
 
 def _dealt(

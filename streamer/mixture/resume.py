@@ -33,10 +33,9 @@ from ..datasets.base import Place, check_place
 from ..datasets.saved import saved_fields
 from ..elastic.deal import Plan
 from ..elastic.restore import check_identity, check_identity_keys, loader_dataset_states, rank_states
-from ..placement.segments import rank_quota, worker_slice
-from .carry import Position, carry_of, positions_of
+from .carry import carry_of, positions_of
 from .elastic import deal_sources
-from .rest import Restored, changed_pending, place_deal, rest_budgets
+from .rest import Restored, changed_pending, place_deal, scheduled_deal
 from .restore import Origins
 from .shape import MixtureShape
 
@@ -240,7 +239,7 @@ def resume_point(
     epoch, node = int(pending["epoch"]), pending.get("node")
     carry = carry_of(pending, shape.names)
     if "elastic" in pending and shape.schedules is not None:  # the leftover, under the schedule
-        return epoch, None, _scheduled_deal(shape, pending, place)
+        return epoch, None, scheduled_deal(shape, pending, place)
     if "elastic" in pending:  # every old rank's leftover: this place's deal of it
         lefts = [_plan(pending["elastic"][name]) for name in shape.names]
         rank, world, worker, workers = place
@@ -263,39 +262,6 @@ def resume_point(
         return epoch, node, restored
     check_place(pending["place"], place)
     return epoch, node, restored
-
-
-def _scheduled_deal(shape: MixtureShape, pending: Mapping[str, Any], place: Place) -> Restored:
-    """A scheduled mixture's elastic restore: every old rank's leftover read as the rest of the epoch after
-    a change (``rest.py``), its budgets from the schedule from the checkpoint's step on; each rank its
-    equal quota of the leftover, each source its unread part first, what the schedule wants less of
-    carried into the next epoch."""
-    streams, rest = _scheduled_rest(shape, pending, place[1], place[3])
-    return place_deal(shape, int(pending["epoch"]), streams, place, rest)
-
-
-def scheduled_after(shape: MixtureShape, pending: Mapping[str, Any], world: int, workers: int) -> Origins:
-    """Where every source stands after a scheduled elastic restore's epoch read on ``world`` x
-    ``workers``: what the schedule read of its stream moved it, the rest of its leftover carried."""
-    streams, rest = _scheduled_rest(shape, pending, world, workers)
-    table, _ = rest_budgets(shape, int(pending["epoch"]), rest, world, workers)
-    moved = [world * sum(column) for column in zip(*table, strict=True)]
-    epoch = int(pending["epoch"]) + 1
-    return {name: (epoch, streams[name].advance(m)) for name, m in zip(shape.names, moved, strict=True)}
-
-
-def _scheduled_rest(
-    shape: MixtureShape, pending: Mapping[str, Any], world: int, workers: int
-) -> tuple[dict[str, Position], dict[str, Any]]:
-    """Each source's stream for the rest (its leftover, then on from where its epoch run ended) and the
-    rest's lengths, step and world."""
-    lefts = {name: _plan(pending["elastic"][name]) for name in shape.names}
-    quota = rank_quota(sum(len(left) for left in lefts.values()), world, shape.placement.remainder)
-    lengths = [worker_slice(quota, w, workers)[1] for w in range(workers)]
-    rest = {"lengths": lengths, "step": int(pending.get("step") or 0), "world": world}
-    at = positions_of(pending, shape.names)
-    moved = {name: int(value[1]) for name, value in pending["sources"].items()}
-    return {name: at[name].advance(moved[name]).then(lefts[name].spans) for name in shape.names}, rest
 
 
 def _plan(value: Plan | Mapping[str, Any], key: str = "plan") -> Plan:

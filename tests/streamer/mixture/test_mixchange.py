@@ -18,9 +18,9 @@ from streamer.chain.skips import step_of
 from streamer.datasets.options import Placement
 from streamer.mixture.carry import Position, positions_of
 from streamer.mixture.plan import Share
-from streamer.mixture.rest import changed_pending, place_deal
+from streamer.mixture.rest import changed_pending, place_deal, scheduled_after
 from streamer.mixture.restore import elastic_pending
-from streamer.mixture.resume import resume_point, scheduled_after
+from streamer.mixture.resume import resume_point
 from streamer.mixture.schedule import Schedule
 from streamer.mixture.shape import MixtureShape
 from streamer.placement.shards import ShardList
