@@ -227,3 +227,33 @@ def test_an_elastic_restore_refuses_every_ranks_states_saved_under_another_sched
         states.append(loader.state_dict())
     with pytest.raises(ValueError, match="another dataset"):
         _mixture(two, *after, rank=0, world_size=2).load_state_dict(states)
+
+
+def test_a_carried_epoch_restores_on_another_topology_and_the_carry_is_read_once(two):
+    """After a change (1:1 to 1:3 at step 10), epoch 1 reads code's carry first; a checkpoint at its
+    step 5, every rank's state gathered, continues on 1 rank x 3 workers, and epoch 2 goes on from there:
+    over the four epochs each code sample is read once or twice and each web sample once or twice, with
+    none twice before every one was read once (the k or k + 1 of a pass read whole, nothing skipped)."""
+    batches, states, mixtures = [], [], []
+    for rank in range(2):
+        head, rest, changed = _changed_at(two, (1, 1), (1, 3), 10, rank)
+        batches += head + rest
+        changed.set_epoch(1)
+        loader = _loader(changed)
+        stream = iter(loader)
+        batches += [next(stream) for _ in range(5)]
+        states.append(loader.state_dict())
+        mixtures.append(changed)
+    restored = _mixture(two, 1, 3, rank=0, world_size=1)
+    restored.load_state_dict(states)
+    rest = list(_loader(restored, workers=3))
+    assert sum(map(len, rest)) == 2 * (STEPS - 5) * B  # the epoch's unread samples, all on one rank
+    batches += rest
+    for epoch in (2, 3):  # on the new topology: 960 samples an epoch on one rank
+        restored.set_epoch(epoch)
+        more = list(_loader(restored, workers=3))
+        assert sum(map(len, more)) == 960
+        batches += more
+    code, web = _reads(batches, "code"), _reads(batches, "web")
+    assert sum(code.values()) == 80 + 200 + 3 * 240 and set(code.values()) == {1, 2} and len(code) == 800
+    assert sum(web.values()) == 80 + 600 + 3 * 720 and set(web.values()) == {1, 2} and len(web) == 1500
