@@ -266,12 +266,23 @@ def test_another_datasets_reading_between_two_epochs_is_not_counted(tmp_path):
 
 
 @pytest.mark.skipif((os.cpu_count() or 1) > 4, reason="crowds the cores with 2 busy workers a core")
+def burn(data: bytes) -> bytes:
+    """A decoder that uses SPIN seconds of this thread's CPU, however long it waits for one: with more
+    busy workers than cores each must queue for its share (``spin`` ends after SPIN of wall time, so a
+    worker kept off the CPU does less work, and the queue it meets depends on what else runs)."""
+    started = time.thread_time()
+    while time.thread_time() - started < SPIN:
+        pass
+    return data
+
+
 def test_more_busy_workers_than_cores_wait_for_a_cpu(tmp_path):
     workers = 2 * (os.cpu_count() or 1)
-    index = write_dataset(tmp_path / "d", [60] * workers, payload=20)
-    ds = ShardDataset(index, decoders={"cls": spin}, buffer_size=5)
+    # 1.6 s of CPU on 2 cores: the queue, not the workers' start (forking a grown test process), dominates
+    index = write_dataset(tmp_path / "d", [200] * workers, payload=20)
+    ds = ShardDataset(index, decoders={"cls": burn}, buffer_size=5)
     loader = watch(DataLoader(ds, batch_size=5, num_workers=workers, collate_fn=as_list))
-    assert sum(len(batch) for batch in loader) == 60 * workers
+    assert sum(len(batch) for batch in loader) == 200 * workers
     stats = loader.stats()
     total = stats["total"]
     assert total["run_queue"] >= 0.3 * total["wall"], total
