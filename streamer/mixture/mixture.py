@@ -30,7 +30,7 @@ from .carry import Position
 from .chain import build_chain
 from .config import load_mixture
 from .plan import MixturePlan
-from .rest import Restored, place_deal, scheduled_after
+from .rest import Restored, place_deal, saved_shape, scheduled_after
 from .restore import elastic_pending
 from .resume import FINISHED, Place, restore_point, resume_point
 from .saving import mixture_state
@@ -241,7 +241,8 @@ class Mixture(StreamBase):
         middle of an epoch changed weights or schedules, taken at the next step on every rank alike
         (``rest.py``: give it the loader's state, and read the rest through a new loader); or the list of
         every old rank's states, in rank order, to continue the epoch on any world size and workers, each
-        source's samples still once (``restore.py``). Checked here, before any sample is read.
+        source's samples still once (``restore.py``), under changed weights too. Checked here, before any
+        sample is read.
         """
         if isinstance(state, Sequence):
             if self.budget is not None:
@@ -249,11 +250,14 @@ class Mixture(StreamBase):
                     "a Mixture with batch_tokens resumes on the same world size and workers only: load "
                     "this rank's own state (an elastic restore of a budgeted mixture is not supported yet)"
                 )
-            self._pending, self._origins = elastic_pending(self.shape, state)
-            scheduled = (
-                self.shape.schedules is not None and bool(self._pending) and "elastic" in self._pending
+            under = saved_shape(self.shape, state)  # other weights: a change taken with the restore
+            per_batch = self.shape.per_batch if self.shape.schedules is not None else None
+            self._pending, self._origins = elastic_pending(
+                under, state, per_batch=per_batch, changed=under is not self.shape
             )
-            self._scheduled_restore = self._pending if scheduled else None
+            pending = self._pending or {}
+            dealt = "elastic" in pending and (self.shape.schedules is not None or pending.get("by_weights"))
+            self._scheduled_restore = self._pending if dealt else None
             return
         world = self.placement.resolve()[1]
         loaded = restore_point(self.shape, state, world=world, ended_epoch=self._ended_epoch)  # checks it

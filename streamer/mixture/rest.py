@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from ..elastic.deal import Plan, Span, join
-from ..elastic.restore import check_identity, one_epoch
+from ..elastic.restore import check_identity, one_epoch, rank_states
 from ..placement.segments import rank_quota, worker_slice
 from .carry import Position, positions_of
 from .restore import Origins, worker_left
@@ -150,6 +150,18 @@ def changed_pending(new: MixtureShape, states: Sequence[Mapping[str, Any]], *, w
     }
     pending["carry"] = {name: [list(s) for s in p.carry] for name, p in carried.items() if p.carry}
     return _moved(new, pending, {"lengths": lengths, "step": step + done, "world": world})
+
+
+def saved_shape(new: MixtureShape, states: Sequence[Any]) -> MixtureShape:
+    """The mixture every old rank's gathered ``states`` were saved under: ``new``, or ``new`` under the
+    weights they name when those differ (weights changed with an elastic restore)."""
+    for i, state in enumerate(states):
+        for saved in rank_states(state, i)[1]:
+            weights = saved.get("weights")
+            if isinstance(weights, Mapping) and "elastic" not in saved and weights != new.weights_state():
+                return _old_shape(new, [saved])
+            return new
+    return new
 
 
 def _old_shape(new: MixtureShape, states: Sequence[Mapping[str, Any]]) -> MixtureShape:

@@ -26,9 +26,14 @@ from .shape import MixtureShape
 Origins = dict[str, tuple[int, Position]]  # source name -> (epoch, where its stream stands then)
 
 
-def elastic_pending(shape: MixtureShape, states: Sequence[Any]) -> tuple[dict[str, Any] | None, Origins]:
+def elastic_pending(
+    shape: MixtureShape, states: Sequence[Any], *, per_batch: int | None = None, changed: bool = False
+) -> tuple[dict[str, Any] | None, Origins]:
     """``{"epoch", "sources", "elastic": {name: Plan}}`` (None once every rank had finished its epoch), and
-    where each source's pass stream stands for the epochs after: where the saved epoch ends."""
+    where each source's pass stream stands for the epochs after: where the saved epoch ends. ``shape``:
+    the mixture the states were saved under; ``per_batch``: the batch size a schedule counts steps in (the
+    pending then says the checkpoint's ``step``); ``changed``: the states were saved under other weights
+    (the pending says ``by_weights``: its leftover is dealt as a change's rest, ``rest.py``)."""
     ranks = [rank_states(state, i) for i, state in enumerate(states)]
     if not ranks:
         raise ValueError("the list of states is empty: pass every old rank's state, in rank order")
@@ -52,8 +57,8 @@ def elastic_pending(shape: MixtureShape, states: Sequence[Any]) -> tuple[dict[st
         if len(pending) != len(workers) or any(p != pending[0] for p in pending):
             raise ValueError("the states mix a pending elastic restore with others: gather them at one step")
         lefts = {name: Plan.from_state(p) for name, p in pending[0].items()}
-        step = workers[0].get("step")
-        return _pending(epoch, sources, streams_at, lefts, step), after
+        step, by_weights = workers[0].get("step"), bool(workers[0].get("by_weights"))
+        return _pending(epoch, sources, streams_at, lefts, step, by_weights), after
     placed = [w for w in workers if w.get("place")]
     if not placed:  # no worker had begun the epoch: it begins afresh on the new topology
         at_start = {name: (epoch, streams_at[name]) for name in sources}
@@ -76,17 +81,14 @@ def elastic_pending(shape: MixtureShape, states: Sequence[Any]) -> tuple[dict[st
             except (KeyError, TypeError, ValueError, IndexError) as exc:
                 raise ValueError(f"the state of rank {rank} worker {worker} is damaged: {exc!r}") from exc
     lefts = {name: Plan((), join(spans)) for name, spans in left.items()}
-    step = _steps_done(shape, by_place, k) if shape.schedules is not None else None
-    return _pending(epoch, sources, streams_at, lefts, step), after
+    step = _steps_done(per_batch, by_place, k) if per_batch is not None else None
+    return _pending(epoch, sources, streams_at, lefts, step, changed), after
 
 
-def _steps_done(
-    shape: MixtureShape, by_place: Mapping[tuple[int, int], Mapping[str, Any]], workers: int
-) -> int:
+def _steps_done(per_batch: int, by_place: Mapping[tuple[int, int], Mapping[str, Any]], workers: int) -> int:
     """The epoch's global step at the checkpoint (a scheduled mixture's rest follows its schedule from
     there): rank 0's batches handed out, each of its workers' whole and last part batches, plus the step a
     change's rest began at."""
-    per_batch = shape.per_batch or 1
     done = 0
     for worker in range(workers):
         state = by_place.get((0, worker))
@@ -120,11 +122,13 @@ def _pending(
     at: Mapping[str, Position],
     lefts: dict[str, Plan],
     step: int | None,
+    by_weights: bool,
 ) -> dict[str, Any]:
     # "place" and "node" as any unplaced state has them: saved before the workers start, it loads again.
     unplaced = {"epoch": epoch, "place": None, "node": None, "sources": _listed(sources)}
     scheduled = {"step": step} if step is not None else {}
-    return {**unplaced, "carry": carry_state(at), "elastic": lefts, **scheduled}
+    changed = {"by_weights": True} if by_weights else {}
+    return {**unplaced, "carry": carry_state(at), "elastic": lefts, **scheduled, **changed}
 
 
 def worker_left(

@@ -238,7 +238,8 @@ def resume_point(
         return epoch, None, None
     epoch, node = int(pending["epoch"]), pending.get("node")
     carry = carry_of(pending, shape.names)
-    if "elastic" in pending and shape.schedules is not None:  # the leftover, under the schedule
+    if "elastic" in pending and (shape.schedules is not None or pending.get("by_weights")):
+        # the leftover under the schedule, or under weights other than those it was saved under
         return epoch, None, scheduled_deal(shape, pending, place)
     if "elastic" in pending:  # every old rank's leftover: this place's deal of it
         lefts = [_plan(pending["elastic"][name]) for name in shape.names]

@@ -252,7 +252,7 @@ def test_a_scheduled_elastic_restore_keeps_the_schedule_and_reads_every_stream_a
                 }
             )
         ranks.append(_loader_state(states))
-    pending, _ = elastic_pending(shape, ranks)
+    pending, _ = elastic_pending(shape, ranks, per_batch=per_batch)
     steps_done = sum(-(-s // per_batch) for s in stops)
     assert pending["step"] == steps_done
     world, workers = new

@@ -6,6 +6,7 @@ and a state saved after the change resumes exactly."""
 from __future__ import annotations
 
 import collections
+import copy
 
 import pytest
 from torchdata.stateful_dataloader import StatefulDataLoader
@@ -224,19 +225,40 @@ def test_a_scheduled_mixture_restores_on_another_topology_and_keeps_its_schedule
     assert web == _prefix(mixture, "web", 3 * 98 + 960)
 
 
-def test_an_elastic_restore_refuses_every_ranks_states_saved_under_another_schedule(two):
-    """The gathered states' runs come from the plan they were saved under: under another schedule (the
-    same amounts, another order) their leftover would be found in the wrong runs, so they are refused."""
+def test_an_elastic_restore_into_another_schedule_takes_the_change_and_old_states_are_refused(two):
+    """Every rank's states saved at step 7 under one schedule (code until 30), restored on 3 ranks x 1
+    worker into the reverse one: the rest follows the new schedule from step 7 (web until 30, code
+    after), each source reads exactly the first positions of its stream. States that do not name their
+    weights (an older shardstream's) under another schedule are refused: their runs would be wrong."""
     before = ({"stages": [[0, 1], [30, 0]]}, {"stages": [[0, 0], [30, 1]]})
     after = (before[1], before[0])
-    states = []
+    states, head = [], []
     for rank in range(2):
         loader = _loader(_mixture(two, *before, rank=rank, world_size=2))
         batches = iter(loader)
-        next(batches)
+        head += [next(batches) for _ in range(7)]
         states.append(loader.state_dict())
+    rests = []
+    for rank in range(3):
+        mixture = _mixture(two, *after, rank=rank, world_size=3)
+        mixture.load_state_dict(states)
+        rests.append(list(_loader(mixture, workers=1)))
+    assert [len(rest) for rest in rests] == [36] * 3
+    for rest in rests:
+        for t, batch in enumerate(rest):
+            assert {source for source, _ in batch} == ({"web"} if 7 + t < 30 else {"code"}), t
+    epoch0 = head + [b for rest in rests for b in rest]
+    # code: 112 read before, then 3 x 98 (steps 30-42) of its unread 368 in stream order (the old workers
+    # read inside their first windows, all below position 406, so this is the stream's first 406);
+    # web: 3 x 184 (steps 7-29), its whole run and 72 past it.
+    assert _reads(epoch0, "code") == _prefix(mixture, "code", 112 + 3 * 98)
+    assert _reads(epoch0, "web") == _prefix(mixture, "web", 3 * 184)
+    old_style = copy.deepcopy(states)
+    for state in old_style:
+        for snapshot in state["_snapshot"]["_worker_snapshots"].values():
+            snapshot["dataset_state"].pop("weights", None)
     with pytest.raises(ValueError, match="another dataset"):
-        _mixture(two, *after, rank=0, world_size=2).load_state_dict(states)
+        _mixture(two, *after, rank=0, world_size=2).load_state_dict(old_style)
 
 
 def test_a_carried_epoch_restores_on_another_topology_and_the_carry_is_read_once(two):
@@ -265,3 +287,24 @@ def test_a_carried_epoch_restores_on_another_topology_and_the_carry_is_read_once
         batches += more
     assert _reads(batches, "code") == _prefix(restored, "code", 80 + 200 + 3 * 240)
     assert _reads(batches, "web") == _prefix(restored, "web", 80 + 600 + 3 * 720)
+
+
+def test_weights_changed_with_an_elastic_restore_take_the_new_shares_and_read_each_stream_as_a_prefix(two):
+    """1:1 on 2 ranks x 2 workers, every rank's states gathered at step 10, restored on 1 rank x 3
+    workers into 1:3: the 800 samples left are read in the new shares (200 code), code's other 200 unread
+    carried into epoch 1; over both epochs each source reads exactly the first positions of its stream."""
+    states, batches = [], []
+    for rank in range(2):
+        loader = _loader(_mixture(two, 1, 1, rank=rank, world_size=2))
+        stream = iter(loader)
+        batches += [next(stream) for _ in range(10)]
+        states.append(loader.state_dict())
+    mixture = _mixture(two, 1, 3, rank=0, world_size=1)
+    mixture.load_state_dict(states)
+    rest = list(_loader(mixture, workers=3))
+    code = sum(1 for b in rest for s, _ in b if s == "code")
+    assert sum(map(len, rest)) == 800 and abs(code - 200) <= 3  # each worker's budget rounded on its own
+    mixture.set_epoch(1)
+    batches += rest + list(_loader(mixture, workers=3))
+    assert _reads(batches, "code") == _prefix(mixture, "code", 80 + code + 240)
+    assert _reads(batches, "web") == _prefix(mixture, "web", 80 + 800 - code + 720)

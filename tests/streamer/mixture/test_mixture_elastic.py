@@ -142,7 +142,6 @@ def test_a_pending_restore_saved_before_reading_restores_the_same(paths):
     ("change", "message"),
     [
         ({"seed": SEED + 1}, "seed=3, not 4"),
-        ({"weights": {"a": 90, "b": 49, "c": 51}}, "another dataset"),
         ({"buffer_size": 25}, "another dataset"),
         ({"epoch_size": 150}, "another dataset"),
     ],
