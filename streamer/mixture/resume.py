@@ -172,13 +172,7 @@ def _origins(
     if not isinstance(saved, Mapping) or "epoch" not in state:
         raise ValueError("not a Mixture state: it has no 'sources' (was it saved by a ShardDataset?)")
     epoch = int(state["epoch"])
-    identity = shape.identity()
-    for key in ("seed", "shuffle"):  # a changed mixture may load a state; other pass streams may not
-        if key in state and state[key] != identity[key]:
-            raise ValueError(
-                f"the state was saved with {key}={state[key]!r}, not {identity[key]!r}; every "
-                "source's pass stream depends on it"
-            )
+    identity = _same_streams(state, shape)
     starts = {str(name): (int(value[0]), int(value[1])) for name, value in saved.items()}
     after = _after(state, shape, epoch)
     dealt = bool(state.get("plan") or state.get("rest"))
@@ -222,6 +216,19 @@ def _origins(
         f"middle of epoch {epoch}; change its sources at an epoch boundary (a state saved after an "
         "epoch's last sample, or before its first); in the middle only weights and schedules may change"
     )
+
+
+def _same_streams(state: Mapping[str, Any], shape: MixtureShape) -> dict[str, Any]:
+    """``shape``'s identity; ValueError if ``state`` was saved with another seed or shuffle: a changed
+    mixture may load a state, but not one whose pass streams are other ones."""
+    identity = shape.identity()
+    for key in ("seed", "shuffle"):
+        if key in state and state[key] != identity[key]:
+            raise ValueError(
+                f"the state was saved with {key}={state[key]!r}, not {identity[key]!r}; every "
+                "source's pass stream depends on it"
+            )
+    return identity
 
 
 def _same_weights(shape: MixtureShape, state: Mapping[str, Any]) -> bool:

@@ -14,6 +14,7 @@ from shardstream.errors import ShardReadError
 from streamer import ShardDataset
 from streamer.mixture.mixture import Mixture
 from tests.conftest import write_dataset
+from tests.streamer.mixture.twosources import stopped
 
 pytestmark = pytest.mark.filterwarnings("ignore:'set_vital' is deprecated")
 
@@ -252,10 +253,7 @@ def test_stratified_batches_from_a_real_dataloader_hold_each_share_and_resume_ex
     for batch in full:
         held = collections.Counter(source for source, _ in batch)
         assert all(abs(held[name] - s) < 1 for name, s in zip(weights, share, strict=True)), held
-    head_loader = loader()
-    batches = iter(head_loader)
-    head = [next(batches) for _ in range(13)]
-    state = head_loader.state_dict()
+    head, state = stopped(loader(), 13)
     restored = loader()
     restored.load_state_dict(state)
     assert head + list(restored) == full

@@ -9,52 +9,22 @@ import collections
 import copy
 
 import pytest
-from torchdata.stateful_dataloader import StatefulDataLoader
 
-from streamer.mixture.mixture import Mixture
-from tests.conftest import write_dataset
+from tests.streamer.mixture.twosources import B, stateful, stopped, two_mixture
 
 pytestmark = pytest.mark.filterwarnings("ignore:'set_vital' is deprecated")
-B = 8
 STEPS = 60  # per rank and epoch: 960 samples over 2 ranks in batches of 8
-
-
-@pytest.fixture(scope="module")
-def two(tmp_path_factory):
-    root = tmp_path_factory.mktemp("changed")
-    return {
-        "code": write_dataset(root / "code", [400, 400], prefix="code").parent,
-        "web": write_dataset(root / "web", [500, 500, 500], prefix="web").parent,
-    }
-
-
-def _keys(batch):
-    return [(sample["__source__"], sample["__key__"]) for sample in batch]
-
-
-def _mixture(two, code, web, **options):
-    sources = [
-        {"path": str(two["code"]), "name": "code", "weight": code, "decode": False},
-        {"path": str(two["web"]), "name": "web", "weight": web, "decode": False},
-    ]
-    return Mixture(sources, **{"epoch_size": 960, "batch_size": B, "buffer_size": 64, **options})
-
-
-def _loader(mixture, workers=2):
-    return StatefulDataLoader(mixture, batch_size=B, num_workers=workers, collate_fn=_keys)
 
 
 def _changed_at(two, before, after, step, rank, **options):
     """Rank ``rank``: ``step`` batches under ``before``, then the rest of the epoch under ``after`` (the
     loader's state loaded into the changed mixture only, read through a new loader), and the mixture."""
-    loader = _loader(_mixture(two, *before, rank=rank, world_size=2, **options))
-    batches = iter(loader)
-    head = [next(batches) for _ in range(step)]
-    state = loader.state_dict()
-    del batches, loader
-    changed = _mixture(two, *after, rank=rank, world_size=2, **options)
+    loader = stateful(two_mixture(two, *before, rank=rank, world_size=2, **options))
+    head, state = stopped(loader, step)
+    del loader  # its workers end with its iterator, before the changed mixture starts its own
+    changed = two_mixture(two, *after, rank=rank, world_size=2, **options)
     changed.load_state_dict(state)
-    return head, list(_loader(changed)), changed
+    return head, list(stateful(changed)), changed
 
 
 def _reads(batches, source):
@@ -78,7 +48,7 @@ def test_a_schedule_changed_mid_epoch_is_taken_at_the_next_step_on_every_rank_wi
     epochs: list[list] = [[], []]
     unchanged = []  # epoch 0 under the first schedule alone: its runs
     for rank in range(2):
-        unchanged += list(_loader(_mixture(two, *before, rank=rank, world_size=2)))
+        unchanged += list(stateful(two_mixture(two, *before, rank=rank, world_size=2)))
         head, rest, changed = _changed_at(two, before, after, 7, rank)
         batches = head + rest
         assert len(batches) == STEPS  # equal steps: the rest is what each worker had left
@@ -87,7 +57,7 @@ def test_a_schedule_changed_mid_epoch_is_taken_at_the_next_step_on_every_rank_wi
             assert {source for source, _ in batch} == want, (rank, step)
         epochs[0] += batches
         changed.set_epoch(1)
-        second = list(_loader(changed))
+        second = list(stateful(changed))
         assert len(second) == STEPS
         epochs[1] += second
     code0, web0 = _reads(epochs[0], "code"), _reads(epochs[0], "web")
@@ -115,7 +85,7 @@ def test_weights_changed_mid_epoch_carry_the_unread_part_and_every_pass_is_whole
         assert len(head) + len(rest) == STEPS
         code = sum(1 for batch in rest for source, _ in batch if source == "code")
         assert code == 200 // 2  # the rest's share: a quarter of 2 x 50 x 8, half on each rank
-        loader = _loader(changed)
+        loader = stateful(changed)
         epochs = [head + rest]
         for epoch in (1, 2, 3):
             changed.set_epoch(epoch)
@@ -133,17 +103,15 @@ def test_a_state_saved_after_a_change_resumes_exactly_and_changes_again(two):
     """Inside the rest of a changed epoch, and in the carried epoch after it: a loader's state resumes
     batch for batch; and the rest can change again mid-way, still with equal steps and nothing twice."""
     head, rest, changed = _changed_at(two, (1, 1), (1, 3), 10, 0)
-    loader = _loader(changed)
-    batches = iter(loader)
-    part = [next(batches) for _ in range(13)]
-    state = loader.state_dict()
-    resumed = _loader(_mixture(two, 1, 3, rank=0, world_size=2))
+    loader = stateful(changed)
+    part, state = stopped(loader, 13)
+    resumed = stateful(two_mixture(two, 1, 3, rank=0, world_size=2))
     resumed.load_state_dict(state)
     assert part + list(resumed) == rest
     # A second change at step 10 + 13 of the same epoch, from the rest's own state.
-    again = _mixture(two, 3, 1, rank=0, world_size=2)
+    again = two_mixture(two, 3, 1, rank=0, world_size=2)
     again.load_state_dict(state)
-    tail = list(_loader(again))
+    tail = list(stateful(again))
     assert len(head) + len(part) + len(tail) == STEPS
     seen = _reads(head + part + tail, "code") + _reads(head + part + tail, "web")
     assert max(seen.values()) == 1
@@ -151,22 +119,18 @@ def test_a_state_saved_after_a_change_resumes_exactly_and_changes_again(two):
     assert abs(code - 3 * total / 4) <= 2
     # The carried epoch (epoch 1 of the 1:3 mixture) resumes exactly too.
     changed.set_epoch(1)
-    full = list(_loader(changed))
-    loader = _loader(changed)
-    batches = iter(loader)
-    first = [next(batches) for _ in range(9)]
-    state = loader.state_dict()
-    resumed = _loader(_mixture(two, 1, 3, rank=0, world_size=2))
+    full = list(stateful(changed))
+    loader = stateful(changed)
+    first, state = stopped(loader, 9)
+    resumed = stateful(two_mixture(two, 1, 3, rank=0, world_size=2))
     resumed.load_state_dict(state)
     assert first + list(resumed) == full
 
 
 def test_one_process_changes_mid_epoch_and_what_cannot_change_is_refused(two):
-    mixture = _mixture(two, 1, 1, batch_size=None)
-    stream = iter(mixture)
-    head = [next(stream) for _ in range(100)]
-    state = mixture.state_dict()
-    changed = _mixture(two, 1, 4, batch_size=None)
+    mixture = two_mixture(two, 1, 1, batch_size=None)
+    head, state = stopped(mixture, 100)
+    changed = two_mixture(two, 1, 4, batch_size=None)
     changed.load_state_dict(state)
     rest = list(changed)
     assert len(head) + len(rest) == 960
@@ -174,20 +138,18 @@ def test_one_process_changes_mid_epoch_and_what_cannot_change_is_refused(two):
     keys = [(s["__source__"], s["__key__"]) for s in head + rest]
     assert len(keys) == len(set(keys))
     with pytest.raises(ValueError, match="only weights and schedules may change"):
-        _mixture(two, 1, 4, batch_size=None, epoch_size=800).load_state_dict(state)
+        two_mixture(two, 1, 4, batch_size=None, epoch_size=800).load_state_dict(state)
     with pytest.raises(ValueError, match="does not name the weights"):
-        _mixture(two, 1, 4, batch_size=None).load_state_dict(
+        two_mixture(two, 1, 4, batch_size=None).load_state_dict(
             {k: v for k, v in state.items() if k != "weights"}
         )
     for carry, named in (({"code": [[5, 3]]}, r"carry\['code'\]"), ({"gone": [[0, 3]]}, "carry=")):
         with pytest.raises(ValueError, match=named):  # a damaged carry, refused before any sample is read
-            _mixture(two, 1, 1, batch_size=None).load_state_dict({**state, "carry": carry})
-    loader = _loader(_mixture(two, 1, 1))
-    batches = iter(loader)
-    next(batches)
-    worker_state = loader.state_dict()["_snapshot"]["_worker_snapshots"]["worker_0"]["dataset_state"]
+            two_mixture(two, 1, 1, batch_size=None).load_state_dict({**state, "carry": carry})
+    _, loader_state = stopped(stateful(two_mixture(two, 1, 1)), 1)
+    worker_state = loader_state["_snapshot"]["_worker_snapshots"]["worker_0"]["dataset_state"]
     with pytest.raises(ValueError, match="one DataLoader worker's of 2"):
-        _mixture(two, 1, 4).load_state_dict(worker_state)
+        two_mixture(two, 1, 4).load_state_dict(worker_state)
 
 
 def test_a_scheduled_mixture_restores_on_another_topology_and_keeps_its_schedule(two):
@@ -197,18 +159,18 @@ def test_a_scheduled_mixture_restores_on_another_topology_and_keeps_its_schedule
     before = ({"stages": [[0, 1], [30, 0]]}, {"stages": [[0, 0], [30, 1]]})
     states, head, unchanged = [], [], []
     for rank in range(2):
-        loader = _loader(_mixture(two, *before, rank=rank, world_size=2))
-        batches = iter(loader)
-        head += [next(batches) for _ in range(7)]
-        states.append(loader.state_dict())
-        unchanged += list(_loader(_mixture(two, *before, rank=rank, world_size=2)))
+        loader = stateful(two_mixture(two, *before, rank=rank, world_size=2))
+        taken, state = stopped(loader, 7)
+        head += taken
+        states.append(state)
+        unchanged += list(stateful(two_mixture(two, *before, rank=rank, world_size=2)))
     rests, nexts = [], []
     for rank in range(3):
-        mixture = _mixture(two, *before, rank=rank, world_size=3)
+        mixture = two_mixture(two, *before, rank=rank, world_size=3)
         mixture.load_state_dict(states)
-        rests.append(list(_loader(mixture, workers=1)))
+        rests.append(list(stateful(mixture, workers=1)))
         mixture.set_epoch(1)
-        nexts.append(list(_loader(mixture, workers=1)))
+        nexts.append(list(stateful(mixture, workers=1)))
     # 848 samples left: 282 a rank (the 2 over carried on), 36 batches each, steps 7-42.
     assert [len(rest) for rest in rests] == [36] * 3 and [len(n) for n in nexts] == [40] * 3
     for rest in rests:
@@ -234,15 +196,15 @@ def test_an_elastic_restore_into_another_schedule_takes_the_change_and_old_state
     after = (before[1], before[0])
     states, head = [], []
     for rank in range(2):
-        loader = _loader(_mixture(two, *before, rank=rank, world_size=2))
-        batches = iter(loader)
-        head += [next(batches) for _ in range(7)]
-        states.append(loader.state_dict())
+        loader = stateful(two_mixture(two, *before, rank=rank, world_size=2))
+        taken, state = stopped(loader, 7)
+        head += taken
+        states.append(state)
     rests = []
     for rank in range(3):
-        mixture = _mixture(two, *after, rank=rank, world_size=3)
+        mixture = two_mixture(two, *after, rank=rank, world_size=3)
         mixture.load_state_dict(states)
-        rests.append(list(_loader(mixture, workers=1)))
+        rests.append(list(stateful(mixture, workers=1)))
     assert [len(rest) for rest in rests] == [36] * 3
     for rest in rests:
         for t, batch in enumerate(rest):
@@ -258,7 +220,7 @@ def test_an_elastic_restore_into_another_schedule_takes_the_change_and_old_state
         for snapshot in state["_snapshot"]["_worker_snapshots"].values():
             snapshot["dataset_state"].pop("weights", None)
     with pytest.raises(ValueError, match="another dataset"):
-        _mixture(two, *after, rank=0, world_size=2).load_state_dict(old_style)
+        two_mixture(two, *after, rank=0, world_size=2).load_state_dict(old_style)
 
 
 def test_a_carried_epoch_restores_on_another_topology_and_the_carry_is_read_once(two):
@@ -270,19 +232,19 @@ def test_a_carried_epoch_restores_on_another_topology_and_the_carry_is_read_once
         head, rest, changed = _changed_at(two, (1, 1), (1, 3), 10, rank)
         batches += head + rest
         changed.set_epoch(1)
-        loader = _loader(changed)
-        stream = iter(loader)
-        batches += [next(stream) for _ in range(5)]
-        states.append(loader.state_dict())
+        loader = stateful(changed)
+        taken, state = stopped(loader, 5)
+        batches += taken
+        states.append(state)
         mixtures.append(changed)
-    restored = _mixture(two, 1, 3, rank=0, world_size=1)
+    restored = two_mixture(two, 1, 3, rank=0, world_size=1)
     restored.load_state_dict(states)
-    rest = list(_loader(restored, workers=3))
+    rest = list(stateful(restored, workers=3))
     assert sum(map(len, rest)) == 2 * (STEPS - 5) * B  # the epoch's unread samples, all on one rank
     batches += rest
     for epoch in (2, 3):  # on the new topology: 960 samples an epoch on one rank
         restored.set_epoch(epoch)
-        more = list(_loader(restored, workers=3))
+        more = list(stateful(restored, workers=3))
         assert sum(map(len, more)) == 960
         batches += more
     assert _reads(batches, "code") == _prefix(restored, "code", 80 + 200 + 3 * 240)
@@ -295,16 +257,16 @@ def test_weights_changed_with_an_elastic_restore_take_the_new_shares_and_read_ea
     carried into epoch 1; over both epochs each source reads exactly the first positions of its stream."""
     states, batches = [], []
     for rank in range(2):
-        loader = _loader(_mixture(two, 1, 1, rank=rank, world_size=2))
-        stream = iter(loader)
-        batches += [next(stream) for _ in range(10)]
-        states.append(loader.state_dict())
-    mixture = _mixture(two, 1, 3, rank=0, world_size=1)
+        loader = stateful(two_mixture(two, 1, 1, rank=rank, world_size=2))
+        taken, state = stopped(loader, 10)
+        batches += taken
+        states.append(state)
+    mixture = two_mixture(two, 1, 3, rank=0, world_size=1)
     mixture.load_state_dict(states)
-    rest = list(_loader(mixture, workers=3))
+    rest = list(stateful(mixture, workers=3))
     code = sum(1 for b in rest for s, _ in b if s == "code")
     assert sum(map(len, rest)) == 800 and abs(code - 200) <= 3  # each worker's budget rounded on its own
     mixture.set_epoch(1)
-    batches += rest + list(_loader(mixture, workers=3))
+    batches += rest + list(stateful(mixture, workers=3))
     assert _reads(batches, "code") == _prefix(mixture, "code", 80 + code + 240)
     assert _reads(batches, "web") == _prefix(mixture, "web", 80 + 800 - code + 720)

@@ -13,35 +13,9 @@ from torchdata.stateful_dataloader import StatefulDataLoader
 from streamer.chain.skips import step_of
 from streamer.mixture.mixture import Mixture
 from streamer.mixture.schedule import shares_at
-from tests.conftest import write_dataset
+from tests.streamer.mixture.twosources import B, keys, stateful, stopped, two_mixture
 
 pytestmark = pytest.mark.filterwarnings("ignore:'set_vital' is deprecated")
-B = 8
-
-
-@pytest.fixture(scope="module")
-def two(tmp_path_factory):
-    root = tmp_path_factory.mktemp("scheduled")
-    return {
-        "code": write_dataset(root / "code", [400, 400], prefix="code").parent,
-        "web": write_dataset(root / "web", [500, 500, 500], prefix="web").parent,
-    }
-
-
-def _keys(batch):
-    return [(sample["__source__"], sample["__key__"]) for sample in batch]
-
-
-def _mixture(two, code, web, **options):
-    sources = [
-        {"path": str(two["code"]), "name": "code", "weight": code, "decode": False},
-        {"path": str(two["web"]), "name": "web", "weight": web, "decode": False},
-    ]
-    return Mixture(sources, **{"epoch_size": 960, "batch_size": B, "buffer_size": 64, **options})
-
-
-def _loader(mixture, workers=2):
-    return StatefulDataLoader(mixture, batch_size=B, num_workers=workers, collate_fn=_keys)
 
 
 def test_a_stage_switches_every_rank_at_its_step_and_reads_each_pass_once(two):
@@ -50,7 +24,7 @@ def test_a_stage_switches_every_rank_at_its_step_and_reads_each_pass_once(two):
     code, web = {"stages": [[0, 1], [30, 0]]}, {"stages": [[0, 0], [30, 1]]}
     seen = collections.Counter()
     for rank in range(2):
-        batches = list(_loader(_mixture(two, code, web, rank=rank, world_size=2)))
+        batches = list(stateful(two_mixture(two, code, web, rank=rank, world_size=2)))
         assert len(batches) == 960 // 2 // B == 60  # equal steps: the constant plan's lengths
         for step, batch in enumerate(batches):
             assert {source for source, _ in batch} == ({"code"} if step < 30 else {"web"}), step
@@ -63,8 +37,8 @@ def test_a_ramp_follows_the_running_share_within_a_sample_at_every_batch_of_ever
     """code's weight ramps 1 -> 0 over steps 0..40 (web's stays 1); each worker's counts after each of its
     batches are within one sample of the running share its steps' weights give."""
     code, web = {"ramp": [[0, 1], [40, 0]]}, 1
-    mixture = _mixture(two, code, web)
-    batches = list(_loader(mixture))
+    mixture = two_mixture(two, code, web)
+    batches = list(stateful(mixture))
     schedules = mixture.shape.schedules
     per_worker = [60 // 2] * 2
     for worker in range(2):
@@ -80,12 +54,10 @@ def test_a_ramp_follows_the_running_share_within_a_sample_at_every_batch_of_ever
 
 def test_a_resumed_run_yields_the_batches_the_uninterrupted_run_did(two):
     code, web = {"ramp": [[10, 3], [50, 1]]}, {"stages": [[0, 1], [25, 2]]}
-    full = list(_loader(_mixture(two, code, web)))
-    head_loader = _loader(_mixture(two, code, web))
-    batches = iter(head_loader)
-    head = [next(batches) for _ in range(27)]
-    state = head_loader.state_dict()
-    restored = _loader(_mixture(two, code, web))
+    full = list(stateful(two_mixture(two, code, web)))
+    head_loader = stateful(two_mixture(two, code, web))
+    head, state = stopped(head_loader, 27)
+    restored = stateful(two_mixture(two, code, web))
     restored.load_state_dict(state)
     assert head + list(restored) == full
 
@@ -93,8 +65,8 @@ def test_a_resumed_run_yields_the_batches_the_uninterrupted_run_did(two):
 def test_the_second_epoch_carries_the_step_count_on(two):
     """A change at step 70 falls in the second epoch (60 steps each on 2 ranks): its batch 10 switches."""
     code, web = {"stages": [[0, 1], [70, 0]]}, {"stages": [[0, 0], [70, 1]]}
-    mixture = _mixture(two, code, web, rank=0, world_size=2)
-    loader = _loader(mixture)
+    mixture = two_mixture(two, code, web, rank=0, world_size=2)
+    loader = stateful(mixture)
     first = list(loader)
     mixture.set_epoch(1)
     second = list(loader)
@@ -124,13 +96,13 @@ def test_a_schedule_from_yaml_and_the_options_it_refuses(two, tmp_path):
             """
         )
     )
-    batches = list(_loader(Mixture.from_yaml(config, buffer_size=64)))
+    batches = list(stateful(Mixture.from_yaml(config, buffer_size=64)))
     assert all(s == "code" for b in batches[:30] for s, _ in b)
     assert all(s == "web" for b in batches[30:] for s, _ in b)
     with pytest.raises(ValueError, match="batch_size"):
-        _mixture(two, {"stages": [[0, 1]]}, 1, batch_size=None)
+        two_mixture(two, {"stages": [[0, 1]]}, 1, batch_size=None)
     with pytest.raises(ValueError, match="stratify"):
-        _mixture(two, {"stages": [[0, 1]]}, 1, stratify=B)
+        two_mixture(two, {"stages": [[0, 1]]}, 1, stratify=B)
     sources = [
         {"path": str(two["code"]), "weight": {"ramp": [[0, 1], [9, 2]]}},
         {"path": str(two["web"]), "repeat": 1},
@@ -138,9 +110,9 @@ def test_a_schedule_from_yaml_and_the_options_it_refuses(two, tmp_path):
     with pytest.raises(ValueError, match="every source needs a weight"):
         Mixture(sources, batch_size=B)
     with pytest.raises(ValueError, match="every source's weight is 0"):
-        list(_mixture(two, {"stages": [[0, 1], [5, 0]]}, {"stages": [[0, 1], [5, 0]]}))
+        list(two_mixture(two, {"stages": [[0, 1], [5, 0]]}, {"stages": [[0, 1], [5, 0]]}))
     with pytest.raises(ValueError, match="neither a ShardDataset state nor"):
-        _mixture(two, {"stages": [[0, 1]]}, 1).load_state_dict([{}])
+        two_mixture(two, {"stages": [[0, 1]]}, 1).load_state_dict([{}])
 
 
 SKIPS = [(5, 9), (28, 32)]
@@ -156,26 +128,26 @@ def test_a_scheduled_mixture_leaves_the_skipped_steps_out_on_every_rank(two):
     code, web = {"stages": [[0, 1], [30, 0]]}, {"stages": [[0, 0], [30, 1]]}
     for rank in range(2):
         full = list(
-            DataLoader(_mixture(two, code, web, rank=rank, world_size=2), B, num_workers=2, collate_fn=_keys)
+            DataLoader(
+                two_mixture(two, code, web, rank=rank, world_size=2), B, num_workers=2, collate_fn=keys
+            )
         )
-        mixture = _mixture(two, code, web, rank=rank, world_size=2, skip_steps=SKIPS)
-        got = list(DataLoader(mixture, B, num_workers=2, collate_fn=_keys))
+        mixture = two_mixture(two, code, web, rank=rank, world_size=2, skip_steps=SKIPS)
+        got = list(DataLoader(mixture, B, num_workers=2, collate_fn=keys))
         assert len(got) == 52 and sorted(got) == sorted(_minus(full, SKIPS))
         assert mixture.errors["samples_skipped_steps"] == 8 * B
     with pytest.raises(ValueError, match="skip_steps needs batch_size"):
-        _mixture(two, 1, 1, batch_size=None, skip_steps=SKIPS)
+        two_mixture(two, 1, 1, batch_size=None, skip_steps=SKIPS)
 
 
 def test_a_resumed_mixture_with_skips_yields_what_the_uninterrupted_one_did(two):
     def loader():
-        mixture = _mixture(two, 1, 3, rank=1, world_size=2, skip_steps=SKIPS)
-        return StatefulDataLoader(mixture, batch_size=B, num_workers=2, collate_fn=_keys)
+        mixture = two_mixture(two, 1, 3, rank=1, world_size=2, skip_steps=SKIPS)
+        return StatefulDataLoader(mixture, batch_size=B, num_workers=2, collate_fn=keys)
 
     whole = list(loader())
     first = loader()
-    batches = iter(first)
-    head = [next(batches) for _ in range(7)]
-    state = first.state_dict()
+    head, state = stopped(first, 7)
     second = loader()
     second.load_state_dict(state)
     assert head + list(second) == whole
