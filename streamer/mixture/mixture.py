@@ -30,7 +30,7 @@ from .carry import Position
 from .chain import build_chain
 from .config import load_mixture
 from .plan import MixturePlan
-from .rest import Restored, place_deal, saved_shape, scheduled_after
+from .rest import Restored, by_weights, place_deal, saved_shape, scheduled_after
 from .restore import elastic_pending
 from .resume import FINISHED, Place, restore_point, resume_point
 from .saving import mixture_state
@@ -165,6 +165,7 @@ class Mixture(StreamBase):
         self._ended_epoch: int | None = None  # an epoch a loaded DataLoader state said was over
         self._restored: Restored | None = None  # what the chain reads when an elastic restore dealt it
         self._scheduled_restore: dict[str, Any] | None = None  # its pending, whose end needs the topology
+        self._restore_ends: dict[tuple[int, int], Any] = {}  # scheduled_after's, by (world, workers)
 
     @classmethod
     def from_yaml(cls, path: str | os.PathLike[str], **overrides: Any) -> Mixture:
@@ -182,10 +183,12 @@ class Mixture(StreamBase):
 
     def positions(self, epoch: int, plan: MixturePlan) -> list[Position]:
         """Where each source's stream stands at this epoch's start: its carry (``carry.py``), its start."""
-        origins = self._origins
-        if self._scheduled_restore is not None and epoch > int(self._scheduled_restore["epoch"]):
-            # after a scheduled elastic restore's epoch, where its deal on this topology left the sources
-            origins = scheduled_after(self.shape, self._scheduled_restore, plan.world, plan.workers)
+        origins, restore, key = self._origins, self._scheduled_restore, (plan.world, plan.workers)
+        if restore is not None and epoch > int(restore["epoch"]):
+            # where a restore dealt by weights left the sources: once per topology (asked at every save)
+            if key not in self._restore_ends:
+                self._restore_ends[key] = scheduled_after(self.shape, restore, *key)
+            origins = self._restore_ends[key]
         out = []
         for j, name in enumerate(self.names):
             first_epoch, at = origins.get(name, (0, Position((), 0)))
@@ -255,9 +258,7 @@ class Mixture(StreamBase):
             self._pending, self._origins = elastic_pending(
                 under, state, per_batch=per_batch, changed=under is not self.shape
             )
-            pending = self._pending or {}
-            dealt = "elastic" in pending and (self.shape.schedules is not None or pending.get("by_weights"))
-            self._scheduled_restore = self._pending if dealt else None
+            self._scheduled_restore, self._restore_ends = by_weights(self.shape, self._pending), {}
             return
         world = self.placement.resolve()[1]
         loaded = restore_point(self.shape, state, world=world, ended_epoch=self._ended_epoch)  # checks it
@@ -272,7 +273,7 @@ class Mixture(StreamBase):
             self._origins = before
             raise
         self._pending, self._ended_epoch = loaded.pending, loaded.ended_epoch
-        self._scheduled_restore = None
+        self._scheduled_restore, self._restore_ends = by_weights(self.shape, loaded.pending), {}
 
     # -- iteration -------------------------------------------------------------------------------------
     def _source_names(self) -> Sequence[str]:

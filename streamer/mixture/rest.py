@@ -217,6 +217,14 @@ def _unread(
     return left
 
 
+def by_weights(shape: MixtureShape, pending: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """``pending`` if it is an elastic restore's leftover to deal by weights (a schedule's, or weights
+    other than those it was saved under: ``scheduled_deal``), else None."""
+    if pending and "elastic" in pending and (shape.schedules is not None or pending.get("by_weights")):
+        return dict(pending)
+    return None
+
+
 def scheduled_deal(
     shape: MixtureShape, pending: Mapping[str, Any], place: tuple[int, int, int, int]
 ) -> Restored:

@@ -35,7 +35,7 @@ from ..elastic.deal import Plan
 from ..elastic.restore import check_identity, check_identity_keys, loader_dataset_states, rank_states
 from .carry import carry_of, positions_of
 from .elastic import deal_sources
-from .rest import Restored, changed_pending, place_deal, scheduled_deal
+from .rest import Restored, by_weights, changed_pending, place_deal, scheduled_deal
 from .restore import Origins
 from .shape import MixtureShape
 
@@ -245,8 +245,7 @@ def resume_point(
         return epoch, None, None
     epoch, node = int(pending["epoch"]), pending.get("node")
     carry = carry_of(pending, shape.names)
-    if "elastic" in pending and (shape.schedules is not None or pending.get("by_weights")):
-        # the leftover under the schedule, or under weights other than those it was saved under
+    if by_weights(shape, pending):  # the leftover under a schedule, or under other weights
         return epoch, None, scheduled_deal(shape, pending, place)
     if "elastic" in pending:  # every old rank's leftover: this place's deal of it
         lefts = [_plan(pending["elastic"][name]) for name in shape.names]

@@ -270,3 +270,25 @@ def test_weights_changed_with_an_elastic_restore_take_the_new_shares_and_read_ea
     batches += rest + list(stateful(mixture, workers=3))
     assert _reads(batches, "code") == _prefix(mixture, "code", 80 + code + 240)
     assert _reads(batches, "web") == _prefix(mixture, "web", 80 + 800 - code + 720)
+
+
+def test_a_scheduled_restore_saved_before_reading_and_loaded_alone_carries_on_the_same(two):
+    """A scheduled elastic restore's pending state, saved before its workers read anything and loaded on
+    its own into a fresh mixture, reads the same restored epoch and the same next epoch."""
+    before = ({"stages": [[0, 1], [30, 0]]}, {"stages": [[0, 0], [30, 1]]})
+    states = []
+    for rank in range(2):
+        _, state = stopped(stateful(two_mixture(two, *before, rank=rank, world_size=2)), 7)
+        states.append(state)
+    runs = []
+    for alone in (False, True):
+        mixture = two_mixture(two, *before, rank=1, world_size=3)
+        mixture.load_state_dict(states)
+        if alone:
+            pending = mixture.state_dict()
+            mixture = two_mixture(two, *before, rank=1, world_size=3)
+            mixture.load_state_dict(pending)
+        first = list(stateful(mixture, workers=1))
+        mixture.set_epoch(1)
+        runs.append((first, list(stateful(mixture, workers=1))))
+    assert runs[1] == runs[0]
