@@ -135,6 +135,11 @@ def saved_mixture(shape: MixtureShape, state: Any) -> dict[str, Any]:
         and all(is_int(n) and n >= 0 for n in rest["lengths"])
     ):
         raise ValueError(f"the state has rest={rest!r:.80}; it must be {{'lengths', 'step', 'world'}}, ints")
+    place = state.get("place")
+    if rest is not None and place and (rest["world"] != place[1] or len(rest["lengths"]) != place[3]):
+        raise ValueError(
+            f"the state's rest={rest!r:.80} is not of its place's world and workers {place!r:.40}"
+        )
     if state.get("elastic"):
         elastic = state["elastic"]
         if not isinstance(elastic, Mapping) or sorted(elastic) != sorted(shape.names):

@@ -129,7 +129,7 @@ class MixtureShape:
                     )
                     for s in schedules
                 ]
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, ArithmeticError) as exc:  # "1/0", "1e999" as a Fraction
             raise ValueError(f"the state's weights={saved!r:.120} are not a mixture's ({exc})") from None
         return MixtureShape(
             shares,

@@ -108,6 +108,11 @@ def test_a_state_saved_after_a_change_resumes_exactly_and_changes_again(two):
     resumed = stateful(two_mixture(two, 1, 3, rank=0, world_size=2))
     resumed.load_state_dict(state)
     assert part + list(resumed) == rest
+    worker = state["_snapshot"]["_worker_snapshots"]["worker_0"]["dataset_state"]
+    with pytest.raises(ValueError, match="not of its place's world and workers"):  # a rest of another world
+        two_mixture(two, 1, 3, rank=0, world_size=2).load_state_dict(
+            {**worker, "rest": {**worker["rest"], "world": 5}}
+        )
     # A second change at step 10 + 13 of the same epoch, from the rest's own state.
     again = two_mixture(two, 3, 1, rank=0, world_size=2)
     again.load_state_dict(state)
@@ -146,6 +151,11 @@ def test_one_process_changes_mid_epoch_and_what_cannot_change_is_refused(two):
     for carry, named in (({"code": [[5, 3]]}, r"carry\['code'\]"), ({"gone": [[0, 3]]}, "carry=")):
         with pytest.raises(ValueError, match=named):  # a damaged carry, refused before any sample is read
             two_mixture(two, 1, 1, batch_size=None).load_state_dict({**state, "carry": carry})
+    shares = [["code", "weight", "Fraction", "1/0"], ["web", "weight", "float", "1e999"]]
+    for bad in (shares, [shares[1], shares[0]]):  # weights no mixture saves: a clear error, not a crash
+        weights = {**state["weights"], "shares": bad}
+        with pytest.raises(ValueError, match="are not a mixture's"):
+            two_mixture(two, 1, 4, batch_size=None).load_state_dict({**state, "weights": weights})
     _, loader_state = stopped(stateful(two_mixture(two, 1, 1)), 1)
     worker_state = loader_state["_snapshot"]["_worker_snapshots"]["worker_0"]["dataset_state"]
     with pytest.raises(ValueError, match="one DataLoader worker's of 2"):
