@@ -20,10 +20,10 @@ from typing import Any, NamedTuple
 from ..elastic.deal import Plan, Span, join
 from ..elastic.restore import check_identity, one_epoch, rank_states
 from ..placement.segments import rank_quota, worker_slice
-from .carry import Position, positions_of
+from .carry import Position, carry_state, positions_of
 from .restore import Origins, worker_left
 from .schedule import Pieces, pieces
-from .scheduled import ScheduledPlan, WorkerSteps
+from .scheduled import ScheduledPlan, WorkerSteps, worker_batches
 from .shape import MixtureShape
 
 PENDING = ("epoch", "place", "node", "carry", "rest")  # a change's pending rest: what it keeps
@@ -53,13 +53,21 @@ def rest_budgets(
     lengths = [int(n) for n in rest["lengths"]]
     if len(lengths) != workers or any(n < 0 for n in lengths):
         raise ValueError(f"the state's rest has lengths {lengths!r:.80}; one per worker ({workers}), >= 0")
+    key = ("rest", epoch, tuple(lengths), int(rest["step"]), world, workers)  # every place asks the same
+    return shape.kept(key, lambda: _rest_budgets(shape, epoch, lengths, int(rest["step"]), world))
+
+
+def _rest_budgets(
+    shape: MixtureShape, epoch: int, lengths: list[int], step: int, world: int
+) -> tuple[list[list[int]], list[Pieces | None]]:
+    workers = len(lengths)
     if shape.schedules is None:
         return [shape.rest_budgets(n) for n in lengths], [None] * workers
     per_batch = shape.per_batch or 1
     base = shape.plan(world, workers)
-    steps = sum(-(-base.worker_length(w) // per_batch) for w in range(workers))  # the epoch's, all told
-    batches = [-(-n // per_batch) for n in lengths]
-    first = epoch * steps + int(rest["step"])
+    steps = sum(worker_batches([base.worker_length(w) for w in range(workers)], per_batch))  # the epoch's
+    batches = worker_batches(lengths, per_batch)
+    first = epoch * steps + step
     schedules = shape.schedules
     shares: list[Pieces | None] = [
         pieces(schedules, length=n, per_batch=per_batch, first_step=first, steps=WorkerSteps(batches, w))
@@ -69,6 +77,11 @@ def rest_budgets(
     ]
     none = [0] * len(shape.names)
     return [s.budgets() if s is not None else none for s in shares], shares
+
+
+def _per_rank(table: Sequence[Sequence[int]]) -> list[int]:
+    """Each source's samples one rank reads: its budgets summed over the worker indices."""
+    return [sum(column) for column in zip(*table, strict=True)]
 
 
 def place_deal(
@@ -90,7 +103,7 @@ def place_deal(
     else:
         table, all_shares = rest_budgets(shape, epoch, rest, world, workers)
         budgets, shares = table[worker], all_shares[worker]
-        per_rank = [sum(column) for column in zip(*table, strict=True)]
+        per_rank = _per_rank(table)
         before = [sum(row[j] for row in table[:worker]) for j in range(len(budgets))]
         ranges = [(rank * n + b, rank * n + b + m) for n, b, m in zip(per_rank, before, budgets, strict=True)]
         moved = [world * n for n in per_rank]
@@ -142,13 +155,14 @@ def changed_pending(new: MixtureShape, states: Sequence[Mapping[str, Any]], *, w
     at = positions_of(saved, old.names)
     step = int(saved["rest"]["step"]) if saved.get("rest") else 0
     carried = {n: at[n].advance(sources[n][1]).then(join(sorted(left[n]))) for n in old.names}
+    sources_now = {n: [p.start, 0] for n, p in carried.items()}
     pending = {
         "epoch": epoch,
         "place": None,
         "node": None,
-        "sources": {n: [p.start, 0] for n, p in carried.items()},
+        "sources": sources_now,
+        "carry": carry_state(carried),
     }
-    pending["carry"] = {name: [list(s) for s in p.carry] for name, p in carried.items() if p.carry}
     return _moved(new, pending, {"lengths": lengths, "step": step + done, "world": world})
 
 
@@ -191,7 +205,7 @@ def _moved(new: MixtureShape, pending: dict[str, Any], rest: Mapping[str, Any]) 
     """``pending`` with its ``rest`` and each source's ``moved``: what the rest reads of it, all ranks."""
     world, workers = int(rest["world"]), len(rest["lengths"])
     table, _ = rest_budgets(new, int(pending["epoch"]), rest, world, workers)
-    moved = [world * sum(column) for column in zip(*table, strict=True)]
+    moved = [world * n for n in _per_rank(table)]
     sources = {n: [int(pending["sources"][n][0]), m] for n, m in zip(new.names, moved, strict=True)}
     return {**pending, "sources": sources, "rest": dict(rest)}
 
@@ -241,7 +255,7 @@ def scheduled_after(shape: MixtureShape, pending: Mapping[str, Any], world: int,
     ``workers``: what the schedule read of its stream moved it, the rest of its leftover carried."""
     streams, rest = _scheduled_rest(shape, pending, world, workers)
     table, _ = rest_budgets(shape, int(pending["epoch"]), rest, world, workers)
-    moved = [world * sum(column) for column in zip(*table, strict=True)]
+    moved = [world * n for n in _per_rank(table)]
     epoch = int(pending["epoch"]) + 1
     return {name: (epoch, streams[name].advance(m)) for name, m in zip(shape.names, moved, strict=True)}
 

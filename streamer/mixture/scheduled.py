@@ -85,12 +85,17 @@ class ScheduledPlan:
         return begin, begin + self.worker_budgets[worker][j]
 
 
+def worker_batches(lengths: Sequence[int], per_batch: int) -> list[int]:
+    """Each worker's batches of ``per_batch`` samples (its last one part full) for these lengths."""
+    return [-(-n // per_batch) for n in lengths]
+
+
 def scheduled_plan(
     base: MixturePlan, schedules: Sequence[Schedule], *, per_batch: int, epoch: int
 ) -> ScheduledPlan:
     """Epoch ``epoch`` of ``base``'s topology under ``schedules`` (one per source, in order), batches of
     ``per_batch`` samples as the DataLoader makes them; ValueError when a step's weights are all 0."""
-    batches = [-(-base.worker_length(w) // per_batch) for w in range(base.workers)]
+    batches = worker_batches([base.worker_length(w) for w in range(base.workers)], per_batch)
     steps = sum(batches)
     shares = tuple(
         pieces(

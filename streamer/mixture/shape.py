@@ -9,7 +9,7 @@ window and pass stream, the identity a saved state must share. Nothing here chan
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from fractions import Fraction
 from typing import Any
 
@@ -62,6 +62,7 @@ class MixtureShape:
         self._epochs: dict[tuple[int, int, int], ScheduledPlan] = {}
         self._moved: dict[tuple[int, int, int], tuple[int, list[int]]] = {}
         self._identity: dict[str, Any] | None = None
+        self._kept: dict[tuple[Any, ...], Any] = {}
 
     def plan(self, world: int, workers: int) -> MixturePlan:
         """The epoch's plan for this topology, made once: state_dict asks for it at every batch."""
@@ -87,6 +88,15 @@ class MixtureShape:
                 del self._epochs[next(iter(self._epochs))]
             self._epochs[key] = plan
         return plan
+
+    def kept(self, key: tuple[Any, ...], make: Callable[[], Any]) -> Any:
+        """``make()``, kept under ``key`` (the last KEPT_EPOCHS of them): what a deal computes from this
+        shape alone, asked again for every place it deals (``rest.rest_budgets``)."""
+        if key not in self._kept:
+            while len(self._kept) >= KEPT_EPOCHS:
+                del self._kept[next(iter(self._kept))]
+            self._kept[key] = make()
+        return self._kept[key]
 
     def moved(self, world: int, workers: int, since: int, epoch: int) -> list[int]:
         """How far each source's pass stream moves from the start of epoch ``since`` to that of ``epoch``."""
