@@ -22,12 +22,10 @@ from itertools import islice
 
 import numpy as np
 
-try:  # the pool's loops in C (_pool.c); without a compiler, the same loops in Python
-    from ._pool import fit as _native_fit
-    from ._pool import insort as _native_insort
-    from ._pool import take as _native_take
+try:  # the pool in C (_pool.c); without a compiler, a list and the same loops in Python
+    from ._pool import Pool as _NativePool
 
-    _NATIVE: tuple | None = (_native_insort, _native_take, _native_fit)
+    _NATIVE: tuple | None = (_NativePool, _NativePool.insort, _NativePool.take, _NativePool.fit)
 except ImportError:
     _NATIVE = None
 
@@ -41,20 +39,32 @@ _AFTER = float("inf")  # an arrival after every entry's
 
 @dataclass(frozen=True)
 class PoolLoops:
-    """The pool's per-sample loops: ``insort(pool, entry)`` (bisect.insort: arrivals are unique, so an
-    entry's (cost, arrival) places it), and the "pack" take: ``take(pool, budget, share, most)`` ->
-    (ids, total) and ``fit(pool, ids, total, budget, share, most)`` -> total (``take_pack``, ``fit_pack``)."""
+    """The pool and its per-sample loops: ``new(entries)`` (a pool of them, sorted), ``insort(pool,
+    entry)`` (bisect.insort: arrivals are unique, so an entry's (cost, arrival) places it), and the "pack"
+    take: ``take(pool, budget, share, most)`` -> (ids, total) and ``fit(pool, ids, total, budget, share,
+    most)`` -> total (``take_pack``, ``fit_pack``). A pool reads as a sorted list of entries either way."""
 
+    new: Callable[[Iterable[Entry]], list[Entry]]
     insort: Callable[[list[Entry], Entry], None]
     take: Callable[[list[Entry], int, int, int], tuple[list[Hashable], int]]
     fit: Callable[[list[Entry], list[Hashable], int, int, int, int], int]
 
 
 def pool_loops(native: bool = True) -> PoolLoops:
-    """The loops in C (``_pool.c``) when ``native`` and it is built; else the same loops in Python."""
+    """The pool in C (``_pool.c``) when ``native`` and it is built; else a list and the same loops in
+    Python."""
     if native and _NATIVE is not None:
         return PoolLoops(*_NATIVE)
-    return PoolLoops(bisect.insort, take_pack, fit_pack)
+    return PoolLoops(sorted, bisect.insort, take_pack, fit_pack)
+
+
+def cut_pool(pool: list[Entry], lo: int, hi: int) -> list[Entry]:
+    """``pool[lo:hi]``, taken out of ``pool`` (a list or the C pool)."""
+    if isinstance(pool, list):
+        run = pool[lo:hi]
+        del pool[lo:hi]
+        return run
+    return pool.cut(lo, hi)  # type: ignore[attr-defined]
 
 
 @dataclass
@@ -109,11 +119,11 @@ class PacedBatcher:
         self.room = budget * fill  # what a batch holds on average, unpaced
         self.budget, self.target, self.window, self.mode = budget, target, window, mode
         self.counts = counts if counts is not None else BatchCounts()
-        self.pool: list[Entry] = []
+        self.loops = pool_loops(native)
+        self.pool: list[Entry] = self.loops.new(())
         self.cost_left, self.samples_left = cost, samples
         self.arrival = 0
         self.last: Hashable | None = None
-        self.loops = pool_loops(native)
 
     def _top_up(self, top_up: TopUp) -> bool:
         """The pool topped up to the window; whether the samples ran out."""
@@ -278,8 +288,7 @@ def _take_run(pool: list[Entry], budget: int, share: int, most: int) -> tuple[li
     reached = np.nonzero(np.cumsum(costs[top - take + 1 : top + 1][::-1]) >= share)[0]
     if len(reached):
         take = int(reached[0]) + 1
-    run = pool[top - take + 1 : top + 1]
-    del pool[top - take + 1 : top + 1]
+    run = cut_pool(pool, top - take + 1, top + 1)
     return [entry[2] for entry in reversed(run)], sum(entry[0] for entry in run), len(run) * run[-1][0]
 
 
@@ -291,7 +300,7 @@ def unpaced_batches(
     ``native``: as ``PacedBatcher`` takes it."""
     loops = pool_loops(native)
     take = _take_run if mode == "pad" else loops.take
-    pool: list[Entry] = []
+    pool = loops.new(())
     full = []
     for arrival, cost in enumerate(costs):
         loops.insort(pool, (cost, arrival, arrival))

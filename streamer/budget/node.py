@@ -22,7 +22,9 @@ from .plan import BudgetOptions, SlotPlan
 from .target import admit
 
 try:  # the top-up loop in C (_pool.c); without a compiler, feed_pool
-    from ._pool import feed as _native_feed
+    from ._pool import Pool
+
+    _native_feed: Callable[..., int] | None = Pool.feed
 except ImportError:
     _native_feed = None
 
@@ -113,7 +115,8 @@ class BudgetBatches(Node):
         batcher = self._batcher = self._new_batcher()
         if state:
             read = source.read_one  # type: ignore[union-attr]
-            batcher.pool = sorted((c, a, (s, i, _with_cost(read(s, i), c))) for s, i, c, a in state["pool"])
+            entries = ((c, a, (s, i, _with_cost(read(s, i), c))) for s, i, c, a in state["pool"])
+            batcher.pool = batcher.loops.new(entries)
             batcher.target = state["target"]
             batcher.counts.batches = state["batches"]
             batcher.cost_left, batcher.samples_left = state["cost_left"], state["samples_left"]

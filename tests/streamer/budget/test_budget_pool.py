@@ -37,7 +37,7 @@ def _pool(costs: list[int], seed: int) -> list[tuple[int, int, str]]:
 )
 def test_the_c_take_is_the_python_take(budget, costs, share, most, seed):
     costs = [min(c, budget) for c in costs]
-    pools = _pool(costs, seed), _pool(costs, seed)
+    pools = NATIVE.new(_pool(costs, seed)), PYTHON.new(_pool(costs, seed))
     cost_of = {ident: c for c, _, ident in pools[0]}
     (ids, total), (py_ids, py_total) = (
         NATIVE.take(pools[0], budget, share, most),
@@ -103,11 +103,63 @@ def test_the_python_feed_calls_over_only_past_the_budget():
 @needs_c
 def test_the_c_take_refuses_what_is_not_a_pool():
     with pytest.raises(IndexError):
-        NATIVE.take([], 10, 11, 5)
+        NATIVE.take(NATIVE.new(()), 10, 11, 5)
+    with pytest.raises(TypeError):
+        NATIVE.take([(1, 0, "a")], 10, 11, 5)  # a list is the Python pool's, not the C one's
     with pytest.raises(TypeError, match="cost, int arrival"):
-        NATIVE.take([(1.5, 0, "a")], 10, 11, 5)
+        NATIVE.new([(1.5, 0, "a")])
     with pytest.raises(TypeError, match="cost, int arrival"):
-        NATIVE.insort([(1, 0, "a")], ("x", 1, "b"))
+        NATIVE.insort(NATIVE.new([(1, 0, "a")]), ("x", 1, "b"))
+    with pytest.raises(TypeError, match="ids must be a list"):
+        NATIVE.fit(NATIVE.new([(1, 0, "a")]), ("a",), 0, 10, 11, 5)
+
+
+class _Id:
+    """An id that can be watched: weakly referenced, so a test sees when the pool lets it go."""
+
+
+@needs_c
+@SETTINGS
+@given(
+    costs=st.lists(st.integers(0, 50), min_size=0, max_size=150),
+    cuts=st.lists(st.tuples(st.integers(0, 150), st.integers(0, 10)), max_size=5),
+    seed=st.integers(0, 2**16),
+)
+def test_the_c_pool_reads_as_the_sorted_list(costs, cuts, seed):
+    """As a sequence the C pool is the Python pool's sorted list of entries, through inserts (past its
+    first 64 and growing), pops, cuts and clear; it lets go of every id it takes out."""
+    import gc
+    import weakref
+
+    arrivals = random.Random(seed).sample(range(10**6), len(costs))
+    entries = [(c, a, _Id()) for c, a in zip(costs, arrivals, strict=True)]
+    watched = [weakref.ref(ident) for _, _, ident in entries]
+    pool, expected = NATIVE.new(entries[: len(entries) // 2]), sorted(entries[: len(entries) // 2])
+    for c, a, ident in entries[len(entries) // 2 :]:
+        NATIVE.insort(pool, (c, a, ident))
+        PYTHON.insort(expected, (c, a, ident))
+    ident = None  # the loop's last id, let go
+    assert pool == expected and list(pool) == expected and len(pool) == len(expected)
+    assert [pool[i] for i in range(-len(pool), len(pool))] == expected + expected
+    for lo, width in cuts:
+        lo = min(lo, len(expected))
+        hi = min(lo + width, len(expected))
+        assert pool.cut(lo, hi) == expected[lo:hi]
+        del expected[lo:hi]
+        assert pool == expected
+    if expected:
+        assert pool.pop() == expected.pop()
+    with pytest.raises(IndexError):
+        pool[len(expected)]
+    with pytest.raises(IndexError):
+        pool.cut(1, 0)
+    del entries
+    pool.clear()
+    expected.clear()
+    gc.collect()
+    assert len(pool) == 0 and not pool and all(ref() is None for ref in watched)
+    with pytest.raises(IndexError):
+        pool.pop()
 
 
 @needs_c
@@ -166,9 +218,9 @@ def test_the_c_feed_is_the_python_feed(sizes, budget, overlong, wanted, seed):
     rng = random.Random(seed)
     columns = [[rng.randrange(0, 70) for _ in range(n)] for n in sizes]
     outcomes = []
-    for feed in (pool_feed(True), feed_pool):
+    for feed, loops in ((pool_feed(True), NATIVE), (feed_pool, PYTHON)):
         items = _source(sizes, seed)
-        source, pool, lists, calls = iter(items), [], {}, []
+        source, pool, lists, calls = iter(items), loops.new(()), {}, []
 
         def load(shard, lists=lists, calls=calls):
             calls.append(("load", shard))
@@ -196,7 +248,7 @@ def test_the_c_feed_passes_errors_on():
         yield 0, 0, {}
         raise OSError("the shard went away")
 
-    pool: list = []
+    pool = NATIVE.new(())
     with pytest.raises(OSError, match="went away"):
         pool_feed(True)(pool, broken(), 5, 0, {0: [3]}, None, 10, None)
     assert pool == [(3, 0, (0, 0, {"__cost__": 3}))]
@@ -205,6 +257,6 @@ def test_the_c_feed_passes_errors_on():
         raise ValueError(f"a sample costs {cost}, over the batch budget")
 
     with pytest.raises(ValueError, match="costs 30"):
-        pool_feed(True)([], iter([(0, 0, {})]), 5, 0, {0: [30]}, None, 10, refuse)
+        pool_feed(True)(NATIVE.new(()), iter([(0, 0, {})]), 5, 0, {0: [30]}, None, 10, refuse)
     with pytest.raises(ValueError, match="shard, index, sample"):
-        pool_feed(True)([], iter([(0, 0)]), 5, 0, {0: [3]}, None, 10, None)
+        pool_feed(True)(NATIVE.new(()), iter([(0, 0)]), 5, 0, {0: [3]}, None, 10, None)
