@@ -5,7 +5,7 @@
  * and with the reading in between, a search through tuples misses the cache at every step (a tuple, then
  * its two ints). The keys side by side in one small array stay in cache: in the stream bench's epoch
  * (benchmarks/budget/budget_stream_bench.py, one process), the top-up and the take cost 0.63 us a sample
- * on a list of tuples and 0.43 on this type (0.18 with the same loops over samples made in a row).
+ * on a list of tuples and 0.43 on this type.
  *
  * A Pool is sorted by (cost, arrival); arrivals are unique, so the id never decides an order. As a sequence
  * it reads as the Python pool's list of (cost, arrival, id) tuples (len, pool[i], iteration, ==).
