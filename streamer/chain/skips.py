@@ -69,16 +69,19 @@ def skipping(
     batch_size: int | None,
     target: int | None,
     counters: Any,
+    first_step: int | None = None,
 ) -> Node:
     """``node`` with the batches of ``skips`` left out: each worker's batches this epoch from the budget's
-    ``target`` (each item a batch), or from the rank's ``quota`` of samples cut into ``batch_size``."""
+    ``target`` (each item a batch), or from the rank's ``quota`` of samples cut into ``batch_size``.
+    ``first_step``: the global step the epoch begins at, where epochs differ in batches (None: ``epoch``
+    times this epoch's)."""
     _, _, worker, workers = place
     if target is not None:
         per, batches = 1, [target] * workers
     else:
         per = batch_size or 1
         batches = [-(-worker_slice(quota, w, workers)[1] // per) for w in range(workers)]
-    first = epoch * sum(batches)
+    first = epoch * sum(batches) if first_step is None else first_step
     return SkipSteps(
         node, skips, per_batch=per, batches=batches, worker=worker, first_step=first, counters=counters
     )

@@ -82,6 +82,7 @@ class MixtureBudget:
         self.bases = list(bases)
         self._weigh = weights(options)
         self._probes: dict[tuple[int, ...], Probe] = {}
+        self.epoch_steps: dict[tuple[int, int], list[int]] = {}  # (world, workers): a rank's batches by epoch
 
     def source_costs(self) -> list[int]:
         """Each source's cost as the overlong rule keeps it."""
@@ -116,10 +117,21 @@ class MixtureBudget:
             plans.append(Plan((), spans))
             segments += [s for a, b in spans for s in stream.segments(a, b)]
         probed = self.probe_for(streams, runs, slots)
-        target = target_batches(total, slots, budget=self.options.budget, probe=probed.weighed())
-        plan = SlotPlan(segments, target, probe=probed)
+        plan = SlotPlan(segments, self._target(total, probed, slots), probe=probed)
         plan.cost, plan.samples = slot_totals(segments, self.costs, self.options)
         return budgets, plans, plan
+
+    def epoch_target(self, streams: Sequence[PassStream], runs: Sequence[tuple[int, int]], slots: int) -> int:
+        """The batches every slot makes of these runs (what ``deal`` plans), from their cost alone."""
+        total = sum(
+            self._cost(seg)
+            for stream, (a, b) in zip(streams, runs, strict=True)
+            for seg in stream.segments(a, b)
+        )
+        return self._target(total, self.probe_for(streams, runs, slots), slots)
+
+    def _target(self, total: int, probed: Probe, slots: int) -> int:
+        return target_batches(total, slots, budget=self.options.budget, probe=probed.weighed())
 
     def _cost(self, segment: Segment) -> int:
         shard, start, stop = segment.shard, segment.start, segment.stop
@@ -226,6 +238,23 @@ def budget_deal(mixture: Any, place: tuple[int, int, int, int], epoch: int) -> t
     )
     sources = {n: [s, e] for n, s, e in zip(mixture.names, starts, plan.per_epoch(), strict=True)}
     return Restored(budgets, plans, sources, by="budget"), slot
+
+
+def budget_first_step(mixture: Any, world: int, workers: int, epoch: int) -> int:
+    """The global step at which a budgeted mixture's ``epoch`` begins on ``world`` ranks of ``workers``
+    DataLoader workers: the batches a rank yields in every earlier epoch, summed (each epoch reads other
+    parts of the sources' passes, so their counts differ). Each epoch's count is planned from its runs'
+    cost once per process and topology, and kept."""
+    plan = mixture.plan(world, workers)
+    streams = [mixture.shape.pass_stream(j) for j in range(len(mixture.names))]
+    counted = mixture.budget.epoch_steps.setdefault((world, workers), [])
+    while len(counted) < epoch:
+        runs = [
+            (at.start, at.start + n)
+            for at, n in zip(mixture.positions(len(counted), plan), plan.per_epoch(), strict=True)
+        ]
+        counted.append(mixture.budget.epoch_target(streams, runs, world * workers) * workers)
+    return sum(counted[:epoch])
 
 
 def mixture_steps(mixture: Any, workers: int) -> int:

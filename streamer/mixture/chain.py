@@ -17,7 +17,7 @@ from ..chain.recovery import Recovery
 from ..chain.skips import skipping
 from ..chain.standins import StandIns
 from ..decode.make import for_epoch
-from .budget import budget_deal
+from .budget import budget_deal, budget_first_step
 from .elastic import PlanStream
 from .fetch import SourceReads
 from .passes import PassStream
@@ -71,8 +71,12 @@ def build_chain(
         node = StandIns(node, recovery)
     # Skips leave an epoch dealt after a change or an elastic restore alone: it is read whole.
     if mix.skips and (restored is None or restored.by in ("carry", "budget")):
-        target = slot.target if slot is not None else None  # a budget's batches, else samples
-        node = skipping(node, mix.skips, place, epoch, plan.rank_length, mix.batch_size, target, counters)
+        target, first = None, None  # a budget's batches (else samples), counted from the earlier epochs'
+        if slot is not None:
+            target, first = slot.target, budget_first_step(mix, place[1], place[3], epoch)
+        node = skipping(
+            node, mix.skips, place, epoch, plan.rank_length, mix.batch_size, target, counters, first
+        )
     return node
 
 
