@@ -87,6 +87,10 @@ def make_data(args: argparse.Namespace) -> dict[str, Any]:
         records = ({"bin": sample_bytes(i, size)} for i in range(samples))
         log(f"packing {samples} samples of {args.sample_mb} MB into {args.shards} shards ...")
         pack(records, root / "ours", PackOptions(max_size=None, max_count=per_shard), progress=False)
+        if not VENVS["litdata"].exists():  # no LitData here: its contenders say so when they run
+            log(f"no {VENVS['litdata']}: the LitData chunks are not written")
+            write_marker(root, params)
+            return _data(root, samples)
         log("litdata.optimize ...")
         spec = {
             "out": str(root / "litdata"),
@@ -99,6 +103,10 @@ def make_data(args: argparse.Namespace) -> dict[str, Any]:
         if "error" in got:
             raise SystemExit(f"litdata.optimize failed: {got['error']}")
         write_marker(root, params)
+    return _data(root, samples)
+
+
+def _data(root: Path, samples: int) -> dict[str, Any]:
     tars = sorted(p.name for p in (root / "ours").iterdir() if p.name.endswith(".tar"))
     sizes = {(root / "ours" / t).stat().st_size for t in tars}
     return {"tars": tars, "samples": samples, "tar_size": min(sizes)}
@@ -120,6 +128,8 @@ def child(lib: str, kind: str, spec: dict[str, Any], env: dict[str, str], timeou
     full = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "SHARDSTREAM_S3_CLIENT")}
     full.update(env, PYTHONHASHSEED="0", LITDATA_DISABLE_VERSION_CHECK="1")
     cmd = [python_of(lib), str(CHILD), kind, json.dumps(spec)]
+    if not Path(cmd[0]).exists():  # a peer's venv this machine lacks: a row that says so, not a crash
+        return {"error": f"no {cmd[0]}: make {lib}'s venv (see this script's docstring)"}
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=full, cwd=REPO, start_new_session=True)
         try:
@@ -260,8 +270,11 @@ def lib_versions() -> dict[str, Any]:
         "s3tc": ["s3torchconnector", "s3torchconnectorclient", "torch"],
     }
     out = {lib: child(lib, "versions", {"names": n}, {}, 120) for lib, n in names.items()}
-    aws = subprocess.run([AWS, "--version"], capture_output=True, text=True)
-    out["aws"] = (aws.stdout or aws.stderr).strip()
+    try:
+        aws = subprocess.run([AWS, "--version"], capture_output=True, text=True)
+        out["aws"] = (aws.stdout or aws.stderr).strip()
+    except OSError as exc:
+        out["aws"] = f"none: {exc}"
     return out
 
 

@@ -75,9 +75,14 @@ def timed(make: Any, loader: bool) -> dict[str, Any]:
 
 
 def read_ours(spec: dict[str, Any]) -> dict[str, Any]:
+    from shardstream.io.objstoreoptions import ObjectStoreOptions
     from streamer import ShardDataset
 
-    return timed(lambda: ShardDataset(spec["url"], decode=False, shuffle=False), spec["loader"])
+    # $PEERS_OURS_OPTIONS: ObjectStoreOptions fields as JSON ({"part_size": "32MiB"}), to try other settings
+    options = ObjectStoreOptions(**json.loads(os.environ.get("PEERS_OURS_OPTIONS") or "{}"))
+    return timed(
+        lambda: ShardDataset(spec["url"], decode=False, shuffle=False, object_store=options), spec["loader"]
+    )
 
 
 def read_wds(spec: dict[str, Any]) -> dict[str, Any]:
