@@ -8,6 +8,8 @@
 - ``batcher.py``: one worker's samples, in stream order, packed into exactly that many batches within the
   budget ("pack": costs sum to at most it; "pad": count x largest cost at most it), through a bounded
   window; what cannot fit is left out and counted, a shortfall filled by counted repeats.
+- ``pool.py``: that window, sorted by cost (a C type, ``_pool.c``, when built; else a list), and the
+  takes that make a batch of it.
 - ``plan.py``: the options record (``BudgetOptions``) and a worker's epoch (``slot_plan``), pure functions.
 - ``columns.py``: the cost column, read per shard from its ``.cols`` sidecar.
 - ``node.py``: the chain's last node, the batcher with its state saved (its window by ids).

@@ -39,7 +39,7 @@ class BudgetBatches(Node):
     ``source``: the chain before it (decoded samples); ``plan``: this worker's epoch (its target, cost and
     samples); ``options``: the budget; ``costs``: the cost column reader; ``counters``: where overlong and
     left-over samples are counted (None: nowhere); ``native``: the per-sample loops in C when built (False:
-    in Python, ``feed_pool`` and ``batcher.pool_loops``; the same batches either way)."""
+    in Python, ``feed_pool`` and ``pool.pool_loops``; the same batches either way)."""
 
     state_keys = frozenset({"pool", "batches", "cost_left", "samples_left", "arrival", "last", "target"})
 

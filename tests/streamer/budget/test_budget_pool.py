@@ -9,8 +9,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from streamer.budget.batcher import BatchCounts, paced_batches, pool_loops, take_pack
+from streamer.budget.batcher import BatchCounts, paced_batches
 from streamer.budget.node import feed_pool, pool_feed
+from streamer.budget.pool import pool_loops, take_pack
 
 NATIVE, PYTHON = pool_loops(True), pool_loops(False)
 needs_c = pytest.mark.skipif(
