@@ -38,6 +38,7 @@ from ..placement.segments import Segment, Segments
 from ..placement.shards import ShardList
 from .onesample import sample_in
 from .prefetch import Prefetcher, ReadAhead
+from .sidecar import open_beside_offsets
 from .subsetread import KeptBytes, KeptLayout, in_shard_offsets, kept_offsets, kept_only
 
 Samples = Iterator[dict[str, Any]]
@@ -139,8 +140,24 @@ class ShardOpener:
         return False
 
     # -- opening ---------------------------------------------------------------------------------------
+    def _overlaps(self, shard: int, first: int) -> bool:
+        """Whether the shard's sidecar is fetched while its stream opens (``sidecar.py``): read from its
+        start, remote, its offsets not at hand."""
+        return first == 0 and shard not in self._offsets_cache and self._remote(shard)
+
+    def _remote(self, shard: int) -> bool:
+        url = self.shards.urls[shard]
+        return scheme_of(url) != "file" and seekable(url)
+
+    def _open_beside_offsets(self, shard: int) -> tuple[Any, BinaryIO]:
+        """(offsets, stream), both at once; thread-safe (the read-ahead thread calls it too)."""
+        return open_beside_offsets(lambda: self.load_offsets(shard), lambda byte: self._open_at(shard, byte))
+
     def _open(self, shard: int, first: int, offsets: Any) -> BinaryIO:
         start_byte = int(offsets[first]) if offsets is not None and first < len(offsets) else 0
+        return self._open_at(shard, start_byte)
+
+    def _open_at(self, shard: int, start_byte: int) -> BinaryIO:
         url, digest = self.shards.urls[shard], self.shards.sha256(shard)
         return open_stream(url, start_byte, self.options, sha256=digest)
 
@@ -183,6 +200,9 @@ class ShardOpener:
                 offsets = ready.wait_opened()
                 self._keep_offsets(shard, offsets)
                 stream: BinaryIO = ready  # type: ignore[assignment]
+            elif self._overlaps(shard, first):
+                offsets, stream = self._open_beside_offsets(shard)
+                self._keep_offsets(shard, offsets)
             else:
                 offsets = self.offsets(shard)
                 stream = self._open(shard, first, offsets)
@@ -257,9 +277,13 @@ class ShardOpener:
             self._prefetcher.schedule(ahead, self._opener_for(segment), ahead_bytes)
 
     def _opener_for(self, segment: Segment) -> Callable[[], tuple[Any, BinaryIO]]:
+        shard = segment.shard
+
         def open_segment() -> tuple[Any, BinaryIO]:
-            offsets = self.load_offsets(segment.shard)
-            return offsets, self._open(segment.shard, segment.start, offsets)
+            if segment.start == 0 and self._remote(shard):  # its sidecar fetched while it opens
+                return self._open_beside_offsets(shard)
+            offsets = self.load_offsets(shard)
+            return offsets, self._open(shard, segment.start, offsets)
 
         return open_segment
 
