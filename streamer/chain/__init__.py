@@ -2,6 +2,8 @@
 
 - ``node.py``: ``Node``, the base every node subclasses (its contract: tests/streamer/chain/test_contract.py).
 - ``opener.py``: ``ShardOpener``, a shard opened at a sample (offsets sidecar, one seek or Range request).
+- ``sidecar.py``: the offsets sidecar loaded, trusted while a local shard keeps its size, and fetched
+  beside the open of a remote shard read from its start.
 - ``onesample.py``: one sample read from its bytes by the offsets sidecar (deferred reads, restores).
 - ``subsetread.py``: a subset's shard read, only its kept samples, a run of neighbours a seek.
 - ``prefetch.py``: read-ahead of the next shards in a background thread.

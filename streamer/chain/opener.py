@@ -1,6 +1,8 @@
-"""Opening a shard at a sample: its offsets sidecar, then one seek or Range request, read ahead or not.
+"""Opening a shard at a sample: its offsets sidecar (``sidecar.py``), then one seek or Range request, read
+ahead or not.
 
-With the sidecar a reader starts at any sample with one seek; without it (no sidecar, a pipe, a
+With the sidecar a reader starts at any sample with one seek (a remote shard read from its start fetches
+the sidecar while it opens); without it (no sidecar, a pipe, a
 compressed shard) the samples before are read and dropped. Read-ahead opens the next shards in a
 background thread while one is consumed. Members not in ``fields`` are dropped here, before buffering.
 With ``zero_copy`` a plain local (or cached) shard is mapped and its members are memoryviews into it.
@@ -9,15 +11,13 @@ With ``zero_copy`` a plain local (or cached) shard is mapped and its members are
 from __future__ import annotations
 
 import itertools
-import os
-import stat
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO
 
-from shardstream.errors import FormatError, ShardReadError, redact_url
-from shardstream.format import decode_offsets, iter_samples
+from shardstream.errors import ShardReadError, redact_url
+from shardstream.format import iter_samples
 from shardstream.format.constants import BLOCK
 from shardstream.format.window import MappedWindow
 from shardstream.io.iostats import IO, thread_clock
@@ -27,18 +27,16 @@ from shardstream.io.openers import (
     is_compressed,
     open_stream,
     read_range,
-    read_small,
     seekable,
 )
-from shardstream.io.urls import local_path, scheme_of
-from shardstream.userwarn import warn_user
+from shardstream.io.urls import scheme_of
 
 from ..decode.fields import Fields
 from ..placement.segments import Segment, Segments
 from ..placement.shards import ShardList
 from .onesample import sample_in
 from .prefetch import Prefetcher, ReadAhead
-from .sidecar import open_beside_offsets
+from .sidecar import load_offsets, open_beside_offsets
 from .subsetread import KeptBytes, KeptLayout, in_shard_offsets, kept_offsets, kept_only
 
 Samples = Iterator[dict[str, Any]]
@@ -103,41 +101,7 @@ class ShardOpener:
 
     def load_offsets(self, shard: int) -> Any:
         """Thread-safe: touches no opener state (the read-ahead thread calls it too)."""
-        if not seekable(self.shards.urls[shard]):
-            return None
-        url = self.shards.offsets_url(shard)
-        data = read_small(url, self.options, version=self.shards.metadata_version)
-        if data is None:
-            return None
-        if not self._as_indexed(shard):
-            return None  # read by its own headers, as a shard without a sidecar is
-        counts = self.shards.shard_counts
-        expected = int(counts[shard]) if counts is not None else None
-        try:
-            return decode_offsets(data, source=url, samples=expected)
-        except FormatError as exc:  # a shard's damage like any other: on_error="skip" counts it and goes on
-            raise ShardReadError(f"{exc}; run shardstream index again", url=self.shards.urls[shard]) from exc
-
-    def _as_indexed(self, shard: int) -> bool:
-        """Whether a local shard still has the size its index gives, so its sidecar can be trusted: one
-        stat per shard. One that does not is read front to back by its own headers (a warning says so):
-        the samples before a cut are still good, and a rewritten shard gives what its bytes hold. A remote
-        shard is checked sample by sample instead: each must hold one key and end where the sidecar says."""
-        sizes, url = self.shards.sizes, self.shards.urls[shard]
-        if sizes is None or scheme_of(url) != "file":
-            return True
-        try:
-            found = os.stat(local_path(url))
-        except OSError:
-            return True  # opening the shard reports it
-        if not stat.S_ISREG(found.st_mode) or found.st_size == sizes[shard]:
-            return True  # (opening what is not a regular file reports what it is)
-        warn_user(
-            f"{redact_url(url)}: the shard is {found.st_size} bytes, its index says {int(sizes[shard])}: it "
-            "changed after it was indexed, so its offsets sidecar is not used (reading it from its start); "
-            "run `shardstream index` again"
-        )
-        return False
+        return load_offsets(self.shards, shard, self.options)
 
     # -- opening ---------------------------------------------------------------------------------------
     def _overlaps(self, shard: int, first: int) -> bool:
