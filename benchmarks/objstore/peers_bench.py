@@ -24,7 +24,8 @@ peak of requests in flight and their time-weighted mean, the requests by kind, a
 for sample bytes (a shard or chunk, not an index) ended. The ceiling of a run is issue 35's: the lower of
 peak-in-flight x the per-connection cap and what obstore reads from the same server unshaped at that
 concurrency (measured at the start of the run, interpolated). "First sample" is from the start of the
-dataset's construction; "RTTs after index" is the time from the end of the last index or metadata request
+dataset's construction; "RTTs after index" is the time from the end of the last index request (the
+dataset's index file; before 2026-12-07 any metadata request, sidecars included, ``rtts_after_metadata``)
 before the first sample to the first sample, in units of the first-byte wait (30 ms).
 
     .venv/bin/python benchmarks/objstore/peers_bench.py --quick --no-save     # 2 x 32 MB, 1 round
@@ -239,6 +240,8 @@ def summarize(runs: dict[str, list], unshaped: dict[int, float], args: argparse.
         ceiling = min(peak * args.rate_mb_s, unshaped_at(unshaped, peak))
         at_mean = min(mean * args.rate_mb_s, unshaped_at(unshaped, mean))
         rtts = [t["server"]["rtts_after_index"] for t in ok if t["server"]["rtts_after_index"] is not None]
+        after_meta = [t["server"].get("rtts_after_metadata") for t in ok]
+        after_meta = [r for r in after_meta if r is not None]
         failed = [t["error"] for t in tries if "error" in t]
         note = f" ({len(failed)} of {len(tries)} rounds failed: {failed[0][:40]})" if failed else ""
         rows.append(
@@ -257,6 +260,7 @@ def summarize(runs: dict[str, list], unshaped: dict[int, float], args: argparse.
                 "server_cpu_s": top.get("server_cpu_s"),
                 "first_s": min(t["first_s"] for t in ok),
                 "rtts_after_index": min(rtts) if rtts else None,
+                "rtts_after_metadata": min(after_meta) if after_meta else None,
                 "requests": top["server"]["kinds"],
             }
         )

@@ -33,6 +33,8 @@ def run_table(run: dict[str, Any]) -> list[str]:
             continue
         cpu = f"{r['seconds']:.1f} / {r['cpu_s'] or 0:.1f} / {r['server_cpu_s']:.1f}"
         rtts = "" if r["rtts_after_index"] is None else f"{r['rtts_after_index']:.1f}"
+        if r.get("rtts_after_metadata") is not None:
+            rtts += f" / {r['rtts_after_metadata']:.1f}"
         kinds = ", ".join(f"{k} {v}" for k, v in sorted(r["requests"].items()))
         rows.append(
             [
@@ -63,7 +65,7 @@ def run_table(run: dict[str, Any]) -> list[str]:
                 "fraction of ceiling",
                 "fraction of min(mean x cap, unshaped at mean)",
                 "first sample s",
-                f"RTTs ({a['ttfb_ms']:g} ms) after index (no index: after start)",
+                f"RTTs ({a['ttfb_ms']:g} ms) after the index / the last metadata (no index: after start)",
                 "wall / client main-process CPU / server CPU s",
                 "requests (best round)",
             ],

@@ -101,15 +101,20 @@ def in_flight(spans: list[list[Any]]) -> tuple[int, float]:
 def request_facts(
     spans: list[list[Any]], t_start: float, t_first: float | None, ttfb: float
 ) -> dict[str, Any]:
-    """What the server saw of one run: kinds, in flight, bytes, RTTs from the metadata to the first sample."""
+    """What the server saw of one run: kinds, in flight, bytes, RTTs from the index to the first sample
+    (issue 35's "after the index": the dataset's index file; a shard's sidecars come after it and count)."""
     kinds: dict[str, int] = {}
     for s in spans:
         kinds[s[2]] = kinds.get(s[2], 0) + 1
     peak, mean = in_flight(spans)
     data = [s for s in spans if s[2] in SHARD_KINDS and is_data(s[3])]
-    meta_ends = [s[1] for s in spans if not is_data(s[3]) and (t_first is None or s[1] <= t_first)]
+    before = [s for s in spans if t_first is None or s[1] <= t_first]
+    index_ends = [s[1] for s in before if is_index(s[3])]
     # no index (webdataset, s3torchconnector): counted from the start of the dataset's construction
-    after = (t_first - max(meta_ends or [t_start])) if t_first else None
+    after = (t_first - max(index_ends or [t_start])) if t_first else None
+    # the figure before 2026-12-07: from the last request of any metadata (sidecars too) ended by then
+    meta_ends = [s[1] for s in before if not is_data(s[3])]
+    after_meta = (t_first - max(meta_ends or [t_start])) if t_first else None
     return {
         "kinds": kinds,
         "requests": len(spans),
@@ -119,11 +124,17 @@ def request_facts(
         "data_requests": len(data),
         "after_index_s": after,
         "rtts_after_index": after / ttfb if after is not None and ttfb else None,
+        "rtts_after_metadata": after_meta / ttfb if after_meta is not None and ttfb else None,
     }
 
 
 def is_data(path: str) -> bool:
     return path.endswith(".tar") or path.endswith(".bin")
+
+
+def is_index(path: str) -> bool:
+    """A dataset's index file: ours, or LitData's ``index.json``."""
+    return path.endswith("index.json")
 
 
 def shard_gets(spans: list[list[Any]]) -> int:
