@@ -193,7 +193,9 @@ def run_rounds(srv: Server, data: dict[str, Any], args: argparse.Namespace, src:
                 continue
             srv.reset()
             cpu = srv.cpu_seconds()
-            got = child(lib, kind, spec, {**env, **extra}, args.timeout)
+            with tempfile.TemporaryDirectory() as node:  # --cold: a node that has read nothing yet
+                cache = {"SHARDSTREAM_CACHE": node} if args.cold else {}
+                got = child(lib, kind, spec, {**env, **extra, **cache}, args.timeout)
             if "error" not in got:
                 got["server_cpu_s"] = srv.cpu_seconds() - cpu  # child start-up included: the server idles
                 got["server"] = request_facts(
@@ -293,6 +295,7 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=240.0, help="seconds a child may take")
     parser.add_argument("--only", nargs="+", help="contenders whose label contains any of these")
     parser.add_argument("--quick", action="store_true", help="2 x 32 MB, one round, not saved")
+    parser.add_argument("--cold", action="store_true", help="each run on an empty node cache (first read)")
     parser.add_argument("--no-save", action="store_true")
     parser.add_argument("--fresh", action="store_true", help="start the day's results file over")
     parser.add_argument("--data", type=Path, default=Path("/tmp/shardstream-objstore-peers"))
@@ -331,7 +334,7 @@ def main() -> None:
 
 def save(args: argparse.Namespace, run: dict[str, Any]) -> None:
     """Add the run to the day's results (kept beside earlier runs with the same settings) and print it."""
-    stem = f"objstore-peers-{stamp(False, args.only)}"
+    stem = f"objstore-peers-{'cold-' if args.cold else ''}{stamp(False, args.only)}"
     path = args.results / f"{stem}.json"
     result: dict[str, Any] = {"runs": []}
     if path.exists() and not args.fresh and not args.no_save:
