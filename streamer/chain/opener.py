@@ -14,6 +14,7 @@ import itertools
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
+from functools import partial
 from typing import Any, BinaryIO
 
 from shardstream.errors import ShardReadError, redact_url
@@ -113,9 +114,14 @@ class ShardOpener:
         url = self.shards.urls[shard]
         return scheme_of(url) != "file" and seekable(url)
 
-    def _open_beside_offsets(self, shard: int) -> tuple[Any, BinaryIO]:
-        """(offsets, stream), both at once; thread-safe (the read-ahead thread calls it too)."""
-        return open_beside_offsets(lambda: self.load_offsets(shard), lambda byte: self._open_at(shard, byte))
+    def _open_beside_offsets(
+        self, shard: int, keep: Callable[[Any], None] | None = None
+    ) -> tuple[Any, BinaryIO]:
+        """(offsets, stream), both at once; thread-safe (the read-ahead thread calls it too, keeping
+        nothing: the reader keeps a read-ahead's offsets when it takes it)."""
+        return open_beside_offsets(
+            lambda: self.load_offsets(shard), lambda byte: self._open_at(shard, byte), keep
+        )
 
     def _open(self, shard: int, first: int, offsets: Any) -> BinaryIO:
         start_byte = int(offsets[first]) if offsets is not None and first < len(offsets) else 0
@@ -164,9 +170,9 @@ class ShardOpener:
                 offsets = ready.wait_opened()
                 self._keep_offsets(shard, offsets)
                 stream: BinaryIO = ready  # type: ignore[assignment]
-            elif self._overlaps(shard, first):
-                offsets, stream = self._open_beside_offsets(shard)
-                self._keep_offsets(shard, offsets)
+            elif self._overlaps(shard, first):  # kept as they come: a watchdog names the byte meanwhile
+                keep = partial(self._keep_offsets, shard)
+                offsets, stream = self._open_beside_offsets(shard, keep)
             else:
                 offsets = self.offsets(shard)
                 stream = self._open(shard, first, offsets)

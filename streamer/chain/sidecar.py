@@ -26,16 +26,22 @@ from ..placement.shards import ShardList
 
 
 def open_beside_offsets(
-    load_offsets: Callable[[], Any], open_at: Callable[[int], BinaryIO]
+    load_offsets: Callable[[], Any],
+    open_at: Callable[[int], BinaryIO],
+    on_offsets: Callable[[Any], None] | None = None,
 ) -> tuple[Any, BinaryIO]:
     """(offsets, stream): ``load_offsets()`` in a thread while ``open_at(0)`` opens the stream; a sidecar
     whose first sample does not start at byte 0 (a tar that leads with another member) opens the stream
-    again at that byte. An error from either is raised once both are done, the stream closed."""
+    again at that byte. An error from either is raised once both are done, the stream closed.
+    ``on_offsets``: told the offsets in that thread as soon as they come, while the open may still wait
+    (so a watchdog can name the byte a stalled open is at)."""
     fetched: dict[str, Any] = {}
 
     def fetch() -> None:
         try:
-            fetched["offsets"] = load_offsets()
+            fetched["offsets"] = offsets = load_offsets()
+            if on_offsets is not None:
+                on_offsets(offsets)
         except BaseException as exc:  # raised in the opening thread, below
             fetched["error"] = exc
 
