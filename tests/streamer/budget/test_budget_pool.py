@@ -120,7 +120,7 @@ class _Id:
 
 
 @needs_c
-@SETTINGS
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     costs=st.lists(st.integers(0, 50), min_size=0, max_size=150),
     cuts=st.lists(st.tuples(st.integers(0, 150), st.integers(0, 10)), max_size=5),
@@ -129,7 +129,6 @@ class _Id:
 def test_the_c_pool_reads_as_the_sorted_list(costs, cuts, seed):
     """As a sequence the C pool is the Python pool's sorted list of entries, through inserts (past its
     first 64 and growing), pops, cuts and clear; it lets go of every id it takes out."""
-    import gc
     import weakref
 
     arrivals = random.Random(seed).sample(range(10**6), len(costs))
@@ -156,8 +155,7 @@ def test_the_c_pool_reads_as_the_sorted_list(costs, cuts, seed):
         pool.cut(1, 0)
     del entries
     pool.clear()
-    expected.clear()
-    gc.collect()
+    expected.clear()  # no cycles: the ids go as their last reference does, no collection needed
     assert len(pool) == 0 and not pool and all(ref() is None for ref in watched)
     with pytest.raises(IndexError):
         pool.pop()
