@@ -14,7 +14,7 @@ import bisect
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from ..chain.node import Item, Node, state_id, state_int, state_keys_of
+from ..chain.node import Item, Node, is_int, state_id, state_int, state_keys_of
 from ..datasets.shared import SharedState
 from .batcher import PacedBatcher, TopUp
 from .columns import CostColumns
@@ -28,6 +28,7 @@ try:  # the top-up loop in C (_pool.c); without a compiler, feed_pool
 except ImportError:
     _native_feed = None
 
+ARRIVALS = 2**62  # the most samples a worker's epoch can have taken in: the C pool keeps them as int64
 LISTED_SHARDS = 64  # the shards a shuffle buffer of 1,000 mixes at once, with room
 
 
@@ -90,7 +91,7 @@ class BudgetBatches(Node):
         state_keys_of(self, state, self.state_keys | {"source"})
         target = state_int(self, state, "target", 1)
         state_int(self, state, "batches", 0, target)
-        state_int(self, state, "arrival")
+        state_int(self, state, "arrival", 0, ARRIVALS)
         for key in ("cost_left", "samples_left"):
             state_int(self, state, key, -(2**62), 2**62)
         pool = state["pool"]
@@ -102,9 +103,16 @@ class BudgetBatches(Node):
             if not isinstance(entry, (list, tuple)) or len(entry) != 4:
                 raise ValueError(f"the saved BudgetBatches state has pool entry {entry!r:.60}")
             state_id(self, entry[:2], "pool id")
-            if not 0 <= int(entry[2]) <= self.options.budget:
+            cost, arrival = entry[2], entry[3]
+            if not is_int(cost) or not 0 <= cost <= self.options.budget:
                 raise ValueError(
-                    f"the saved BudgetBatches state has a pool cost {entry[2]!r} over the budget"
+                    f"the saved BudgetBatches state has a pool cost {cost!r:.60}: not an int in "
+                    f"[0, {self.options.budget}] (the budget)"
+                )
+            if not is_int(arrival) or not 0 <= arrival <= ARRIVALS:
+                raise ValueError(
+                    f"the saved BudgetBatches state has a pool arrival {arrival!r:.60}: not an int in "
+                    f"[0, {ARRIVALS}]"
                 )
         if state["last"] is not None:
             state_id(self, state["last"], "last")
@@ -115,7 +123,9 @@ class BudgetBatches(Node):
         batcher = self._batcher = self._new_batcher()
         if state:
             read = source.read_one  # type: ignore[union-attr]
-            entries = ((c, a, (s, i, _with_cost(read(s, i), c))) for s, i, c, a in state["pool"])
+            entries = (
+                (int(c), int(a), (s, i, _with_cost(read(s, i), int(c)))) for s, i, c, a in state["pool"]
+            )
             batcher.pool = batcher.loops.new(entries)
             batcher.target = state["target"]
             batcher.counts.batches = state["batches"]

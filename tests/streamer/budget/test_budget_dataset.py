@@ -211,6 +211,37 @@ def test_a_saved_id_outside_the_dataset_is_refused_at_load_own_or_elastic(costed
             fresh.load_state_dict(loaded)
 
 
+@pytest.mark.parametrize(
+    ("place", "bad", "message"),
+    [
+        (2, 3.5, "pool cost 3.5: not an int"),
+        (2, "x", "pool cost 'x': not an int"),
+        (2, BUDGET + 1, "pool cost .*: not an int in"),
+        (3, 2**70, "pool arrival .*: not an int in"),
+        (3, -1, "pool arrival -1: not an int in"),
+        ("arrival", 2**70, "has arrival=.*it must be an int in"),
+    ],
+)
+def test_a_window_entry_the_c_pool_cannot_hold_is_refused_at_load(costed, place, bad, message):
+    """A damaged or hostile state's batching window: each entry's cost and arrival are ints in range
+    (the C pool keeps them as int64), refused at load naming the key, not as an OverflowError or a
+    TypeError that prints a sample when the worker starts."""
+    shards, _ = costed
+    ds = ShardDataset(shards, seed=3, buffer_size=40, batch_tokens=BUDGET)
+    next(iter(ds))
+    state = ds.state_dict()
+    node = state["node"]
+    while "pool" not in node:
+        node = node["source"]
+    assert node["pool"], "the window holds samples after one batch"
+    if place == "arrival":
+        node["arrival"] = bad
+    else:
+        node["pool"][0][place] = bad
+    with pytest.raises(ValueError, match=message):
+        ShardDataset(shards, seed=3, buffer_size=40, batch_tokens=BUDGET).load_state_dict(state)
+
+
 def test_pack_collate_gives_cu_seqlens_of_the_costs_through_workers(costed):
     """What varlen attention takes: int32 running costs from 0, and the longest, for every batch."""
     from streamer import pack_collate
