@@ -227,17 +227,25 @@ def budget_deal(mixture: Any, place: tuple[int, int, int, int], epoch: int) -> t
     workers), by cost, as a restore's deal; and its batching plan."""
     rank, world, worker, workers = place
     plan = mixture.plan(world, workers)
+    runs = epoch_runs(mixture, plan, epoch)
+    budgets, plans, slot = mixture.budget.deal(
+        _pass_streams(mixture), runs, slot=rank * workers + worker, slots=world * workers
+    )
+    sources = {n: [s, e - s] for n, (s, e) in zip(mixture.names, runs, strict=True)}
+    return Restored(budgets, plans, sources, by="budget"), slot
+
+
+def epoch_runs(mixture: Any, plan: Any, epoch: int) -> list[tuple[int, int]]:
+    """Each source's run of its pass stream in ``epoch``: [start, end); ValueError for a carry, which a
+    budgeted mixture cannot read."""
     at = mixture.positions(epoch, plan)
     if any(p.carry for p in at):
         raise ValueError("a Mixture with batch_tokens cannot read a source's carry (Mixture.load_state_dict)")
-    starts = [p.start for p in at]
-    runs = [(start, start + n) for start, n in zip(starts, plan.per_epoch(), strict=True)]
-    streams = [mixture.shape.pass_stream(j) for j in range(len(mixture.names))]
-    budgets, plans, slot = mixture.budget.deal(
-        streams, runs, slot=rank * workers + worker, slots=world * workers
-    )
-    sources = {n: [s, e] for n, s, e in zip(mixture.names, starts, plan.per_epoch(), strict=True)}
-    return Restored(budgets, plans, sources, by="budget"), slot
+    return [(p.start, p.start + n) for p, n in zip(at, plan.per_epoch(), strict=True)]
+
+
+def _pass_streams(mixture: Any) -> list[PassStream]:
+    return [mixture.shape.pass_stream(j) for j in range(len(mixture.names))]
 
 
 def budget_first_step(mixture: Any, world: int, workers: int, epoch: int) -> int:
@@ -245,15 +253,12 @@ def budget_first_step(mixture: Any, world: int, workers: int, epoch: int) -> int
     DataLoader workers: the batches a rank yields in every earlier epoch, summed (each epoch reads other
     parts of the sources' passes, so their counts differ). Each epoch's count is planned from its runs'
     cost once per process and topology, and kept."""
-    plan = mixture.plan(world, workers)
-    streams = [mixture.shape.pass_stream(j) for j in range(len(mixture.names))]
     counted = mixture.budget.epoch_steps.setdefault((world, workers), [])
-    while len(counted) < epoch:
-        runs = [
-            (at.start, at.start + n)
-            for at, n in zip(mixture.positions(len(counted), plan), plan.per_epoch(), strict=True)
-        ]
-        counted.append(mixture.budget.epoch_target(streams, runs, world * workers) * workers)
+    if len(counted) < epoch:
+        plan, streams = mixture.plan(world, workers), _pass_streams(mixture)
+        while len(counted) < epoch:
+            runs = epoch_runs(mixture, plan, len(counted))
+            counted.append(mixture.budget.epoch_target(streams, runs, world * workers) * workers)
     return sum(counted[:epoch])
 
 
