@@ -13,6 +13,7 @@
  * Pool(entries=()): the entries insorted.
  * pool.insort(entry): bisect.insort(pool, entry).
  * pool.pop() -> entry: the largest, taken out.
+ * pool.costs() -> bytes: the costs as int64s in pool order (for numpy).
  * pool.clear(): every entry taken out.
  * pool.cut(lo, hi) -> [entry, ...]: pool[lo:hi], taken out.
  * pool.take(budget, share, most) -> (ids, total): batcher.take_pack, the "pack" take.
@@ -271,6 +272,12 @@ static PyObject *pool_pop(Pool *p, PyObject *Py_UNUSED(ignored)) {
     return entry;
 }
 
+/* The costs as the bytes of int64s in pool order (numpy.frombuffer reads them): the pad take scans every
+ * entry's cost per batch, and an entry read as a tuple is three objects made. */
+static PyObject *pool_costs(Pool *p, PyObject *Py_UNUSED(ignored)) {
+    return PyBytes_FromStringAndSize((const char *)p->cost, p->size * (Py_ssize_t)sizeof(long long));
+}
+
 static PyObject *pool_clear_method(Pool *p, PyObject *Py_UNUSED(ignored)) {
     pool_clear(p);
     Py_RETURN_NONE;
@@ -354,6 +361,7 @@ static void pool_dealloc(Pool *p) {
 static PyMethodDef pool_methods[] = {
     {"insort", (PyCFunction)pool_insort, METH_O, "insort(entry): bisect.insort by (cost, arrival)."},
     {"pop", (PyCFunction)pool_pop, METH_NOARGS, "pop() -> entry: the largest, taken out."},
+    {"costs", (PyCFunction)pool_costs, METH_NOARGS, "costs() -> bytes: the costs as int64s, in order."},
     {"clear", (PyCFunction)pool_clear_method, METH_NOARGS, "clear(): every entry taken out."},
     {"cut", FAST(pool_cut), "cut(lo, hi) -> [entry, ...]: pool[lo:hi], taken out."},
     {"take", FAST(pool_take), "take(budget, share, most) -> (ids, total): the \"pack\" take."},

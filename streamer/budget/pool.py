@@ -56,6 +56,13 @@ def cut_pool(pool: list[Entry], lo: int, hi: int) -> list[Entry]:
     return pool.cut(lo, hi)  # type: ignore[attr-defined]
 
 
+def pool_costs(pool: list[Entry]) -> np.ndarray:
+    """Every entry's cost in pool order, int64 (the C pool's array as it is; a list's read entry by entry)."""
+    if isinstance(pool, list):
+        return np.fromiter((entry[0] for entry in pool), dtype=np.int64, count=len(pool))
+    return np.frombuffer(pool.costs(), dtype=np.int64)  # type: ignore[attr-defined]
+
+
 def take_pack(pool: list[Entry], budget: int, share: int, most: int) -> tuple[list[Hashable], int]:
     """One "pack" batch's ids, taken out of the (non-empty) pool, and its cost: its largest first, then
     the largest that still fits, until the batch holds ``share``, ``most`` samples, or nothing more fits."""
@@ -88,7 +95,7 @@ def take_run(pool: list[Entry], budget: int, share: int, most: int) -> tuple[lis
     batch's largest, the entries just below it, as many as the budget allows (count x largest); the one
     holding the most real cost (ties: the larger entry), then cut to the fewest of its largest that
     reach ``share``. The pool is sorted, so a run of neighbours is a run of like costs."""
-    costs = np.fromiter((entry[0] for entry in pool), dtype=np.int64, count=len(pool))
+    costs = pool_costs(pool)
     prefix = np.concatenate(([0], np.cumsum(costs)))
     tops = np.arange(len(pool))
     with np.errstate(divide="ignore"):

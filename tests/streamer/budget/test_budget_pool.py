@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from streamer.budget.batcher import BatchCounts, paced_batches
 from streamer.budget.node import feed_pool, pool_feed
-from streamer.budget.pool import pool_loops, take_pack
+from streamer.budget.pool import pool_costs, pool_loops, take_pack
 
 NATIVE, PYTHON = pool_loops(True), pool_loops(False)
 needs_c = pytest.mark.skipif(
@@ -141,12 +141,14 @@ def test_the_c_pool_reads_as_the_sorted_list(costs, cuts, seed):
     ident = None  # the loop's last id, let go
     assert pool == expected and list(pool) == expected and len(pool) == len(expected)
     assert [pool[i] for i in range(-len(pool), len(pool))] == expected + expected
+    assert pool_costs(pool).tolist() == pool_costs(expected).tolist() == [c for c, _, _ in expected]
     for lo, width in cuts:
         lo = min(lo, len(expected))
         hi = min(lo + width, len(expected))
         assert pool.cut(lo, hi) == expected[lo:hi]
         del expected[lo:hi]
         assert pool == expected
+        assert pool_costs(pool).tolist() == [c for c, _, _ in expected]
     if expected:
         assert pool.pop() == expected.pop()
     with pytest.raises(IndexError):
