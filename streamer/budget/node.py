@@ -19,14 +19,8 @@ from ..datasets.shared import SharedState
 from .batcher import PacedBatcher, TopUp
 from .columns import CostColumns
 from .plan import BudgetOptions, SlotPlan
+from .pool import NativePool
 from .target import admit
-
-try:  # the top-up loop in C (_pool.c); without a compiler, feed_pool
-    from ._pool import Pool
-
-    _native_feed: Callable[..., int] | None = Pool.feed
-except ImportError:
-    _native_feed = None
 
 ARRIVALS = 2**62  # the most samples a worker's epoch can have taken in: the C pool keeps them as int64
 LISTED_SHARDS = 64  # the shards a shuffle buffer of 1,000 mixes at once, with room
@@ -180,7 +174,7 @@ class BudgetBatches(Node):
 
 def pool_feed(native: bool = True) -> Callable[..., int]:
     """The top-up loop: in C (``_pool.feed``) when ``native`` and it is built, else ``feed_pool``."""
-    return _native_feed if native and _native_feed is not None else feed_pool
+    return NativePool.feed if native and NativePool is not None else feed_pool
 
 
 def feed_pool(

@@ -16,11 +16,9 @@ from dataclasses import dataclass
 import numpy as np
 
 try:  # the pool in C (_pool.c); without a compiler, a list and the same loops in Python
-    from ._pool import Pool as _NativePool
-
-    _NATIVE: tuple | None = (_NativePool, _NativePool.insort, _NativePool.take, _NativePool.fit)
+    from ._pool import Pool as NativePool
 except ImportError:
-    _NATIVE = None
+    NativePool = None  # type: ignore[assignment,misc]
 
 Entry = tuple[int, int, Hashable]  # a pool entry: (cost, arrival, id), sorted by cost then arrival
 _AFTER = float("inf")  # an arrival after every entry's
@@ -42,8 +40,8 @@ class PoolLoops:
 def pool_loops(native: bool = True) -> PoolLoops:
     """The pool in C (``_pool.c``) when ``native`` and it is built; else a list and the same loops in
     Python."""
-    if native and _NATIVE is not None:
-        return PoolLoops(*_NATIVE)
+    if native and NativePool is not None:
+        return PoolLoops(NativePool, NativePool.insort, NativePool.take, NativePool.fit)
     return PoolLoops(sorted, bisect.insort, take_pack, fit_pack)
 
 
